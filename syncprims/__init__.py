@@ -1,0 +1,52 @@
+"""syncprims: typed distributed synchronization primitives on Redis, Redisson compatible.
+
+This package is the blocking (sync) face; :mod:`syncprims.asyncio` has the same classes for
+asyncio. Start with :func:`connect`::
+
+    import syncprims
+
+    with syncprims.connect("redis://127.0.0.1:6379") as client:
+        with client.get_lock("orders:42"):
+            ...  # one owner at a time, across processes and hosts
+"""
+
+from syncprims import errors
+from syncprims._sync._client import Client, connect
+from syncprims._sync._lock import RLock
+from syncprims._sync._objects import RExpirable, RObject
+from syncprims.config import TLS, Config, SingleServer
+from syncprims.errors import (
+    ClientClosedError,
+    LockError,
+    LockLostError,
+    LockNotHeldError,
+    RedisConnectionError,
+    RedisTimeoutError,
+    ServerReplyError,
+    SyncPrimsError,
+    TransportError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TLS",
+    "Client",
+    "ClientClosedError",
+    "Config",
+    "LockError",
+    "LockLostError",
+    "LockNotHeldError",
+    "RExpirable",
+    "RLock",
+    "RObject",
+    "RedisConnectionError",
+    "RedisTimeoutError",
+    "ServerReplyError",
+    "SingleServer",
+    "SyncPrimsError",
+    "TransportError",
+    "__version__",
+    "connect",
+    "errors",
+]

@@ -1,0 +1,95 @@
+"""The command executor as the core sees it.
+
+The core is written once, as ``async def`` code that awaits **only** these operations (never
+``asyncio`` directly). Two implementations exist (``syncprims._transport.executor``):
+
+* the sync executor completes every operation on the calling thread (blocking redis-py
+  sockets, ``threading`` waits), so the sync face runs a core coroutine to completion in a
+  single step (:func:`syncprims._core.stepping.run`);
+* the asyncio executor awaits ``redis.asyncio`` connections and loop futures on the caller's
+  event loop.
+
+Both share the services (pub/sub registry, watchdog, janitor) that run on the client's own
+services thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from syncprims._protocol.scripts import Script
+from syncprims._services.janitor import Janitor
+from syncprims._services.pubsub import Subscription, WakePolicy
+from syncprims._services.watchdog import Watchdog
+from syncprims._transport.aio import Orphan
+from syncprims.config import Config
+
+__all__ = ["Executor"]
+
+
+class Executor(Protocol):
+    """Operations every core object may await. One executor per client."""
+
+    @property
+    def config(self) -> Config:
+        """The client's configuration."""
+
+    @property
+    def client_id(self) -> str:
+        """This client's UUID (a new one in a forked child)."""
+
+    @property
+    def watchdog(self) -> Watchdog:
+        """Lease renewal; ``register``/``cancel`` never block."""
+
+    @property
+    def janitor(self) -> Janitor:
+        """Background deletion of short-lived keys."""
+
+    @property
+    def publish_command(self) -> str:
+        """``"PUBLISH"``, or ``"SPUBLISH"`` where sharded pub/sub is in use."""
+
+    async def eval(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int],
+        *,
+        context: str,
+        on_orphan: Orphan | None = None,
+    ) -> Any:
+        """Run a script once on the node that owns ``keys``.
+
+        Raises:
+            TransportError: ``maybe_executed`` tells whether it may have run.
+            ServerReplyError: Redis answered with an error.
+        """
+
+    async def command(self, *args: str | int, context: str) -> Any:
+        """Run one plain command once. Raises as :meth:`eval`."""
+
+    def subscribe(self, channel: str, policy: WakePolicy) -> Subscription:
+        """Take a reference on a channel subscription (never blocks).
+
+        Wait with :meth:`wait_ready` before relying on its messages.
+        """
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Drop a reference taken by :meth:`subscribe` (never blocks)."""
+
+    async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
+        """Wait until Redis confirmed the subscription; ``False`` after ``timeout`` seconds."""
+
+    async def wait(self, sub: Subscription, timeout: float | None) -> bool:
+        """Wait for a wake-up on the subscription; ``False`` after ``timeout`` seconds."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``."""
+
+    def monotonic(self) -> float:
+        """A monotonic clock, seconds."""
+
+    def wall_ms(self) -> int:
+        """The wall clock, epoch milliseconds (for scripts that compare client times)."""

@@ -1,0 +1,45 @@
+"""Which operations are retried after a transport error, and how.
+
+Redisson sends acquire scripts with "no retry" and admin operations with retry
+(redisson-spec.md 1.4). Here:
+
+* an operation that **certainly did not run** (the connection failed before the command was
+  sent) is retried, whatever it is;
+* an **idempotent** operation (reads, unlock with its request id, force unlock, renewals) is
+  retried after any connection error or timeout;
+* anything else that may have run (an acquire) is never re-sent: the error propagates.
+
+At most ``Config.retry_attempts`` retries, with equal-jitter back-off between
+``Config.retry_delay`` bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from syncprims._core.executor import Executor
+from syncprims._protocol.timing import equal_jitter_delay
+from syncprims.errors import TransportError
+
+__all__ = ["with_retry"]
+
+T = TypeVar("T")
+
+
+async def with_retry(ex: Executor, op: Callable[[], Awaitable[T]], *, idempotent: bool) -> T:
+    """Await ``op()``, retrying on transport errors as the module docstring says.
+
+    Raises:
+        TransportError: the last error, once retries are spent or not allowed.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await op()
+        except TransportError as error:
+            if attempt >= ex.config.retry_attempts or (error.maybe_executed and not idempotent):
+                raise
+        base, cap = ex.config.retry_delay
+        await ex.sleep(equal_jitter_delay(attempt, base, cap))
+        attempt += 1

@@ -1,0 +1,80 @@
+"""The acquire skeleton shared by every waiting primitive.
+
+Redisson ``RedissonLock#tryLock(waitTime, leaseTime)`` (redisson-spec.md 2.3)::
+
+    attempt -> subscribe -> (attempt -> wait at most min(ttl, remaining))* -> unsubscribe
+
+An attempt returns ``None`` when it acquired, or how long (ms) the current holder may keep
+the resource (``-1``: unknown / no expiry). The wait is bounded by that TTL because a lock
+that expires publishes nothing, and by ``Config.wait_recheck_interval`` so that a lost
+message cannot stall a waiter for long.
+
+Differences from Redisson, on purpose: a subscription that Redis does not confirm within
+``Config.subscription_timeout`` does not fail the acquire; the waiter goes on, bounded by
+the TTL and the re-check interval (degraded to polling while pub/sub is down), so a broken
+subscriber connection neither hangs nor fails ``lock()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from syncprims._core.executor import Executor
+from syncprims._services.pubsub import WakePolicy
+
+__all__ = ["acquire_loop"]
+
+Attempt = Callable[[], Awaitable[int | None]]
+
+
+async def acquire_loop(
+    ex: Executor,
+    attempt: Attempt,
+    *,
+    channel: str,
+    policy: WakePolicy,
+    wait: float,
+    on_give_up: Callable[[], Awaitable[None]] | None = None,
+) -> bool:
+    """Acquire with ``attempt`` within ``wait`` seconds (``math.inf``: no limit).
+
+    Args:
+        ex: the executor.
+        attempt: one acquire attempt (see the module docstring).
+        channel: the pub/sub channel that announces releases.
+        policy: how that channel's messages wake waiters.
+        wait: seconds; 0 for a single attempt.
+        on_give_up: awaited when the wait ends without the resource (fair-lock dequeue).
+
+    Returns:
+        ``True`` when acquired, ``False`` when ``wait`` ran out.
+    """
+    start = ex.monotonic()
+    ttl = await attempt()
+    if ttl is None:
+        return True
+    deadline = start + wait
+    if wait <= 0 or ex.monotonic() >= deadline:
+        if on_give_up is not None:
+            await on_give_up()
+        return False
+    config = ex.config
+    sub = ex.subscribe(channel, policy)
+    try:
+        await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
+        while True:
+            ttl = await attempt()
+            if ttl is None:
+                return True
+            remaining = deadline - ex.monotonic()
+            if remaining <= 0:
+                break
+            pause = min(remaining, config.wait_recheck_interval)
+            if ttl >= 0:
+                pause = min(pause, ttl / 1000)
+            await ex.wait(sub, pause)
+    finally:
+        ex.unsubscribe(sub)
+    if on_give_up is not None:
+        await on_give_up()
+    return False

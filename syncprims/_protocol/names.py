@@ -1,0 +1,64 @@
+"""Redis key and channel names, Redisson compatible.
+
+Pure: no I/O. The rules and the catalogue come from ``redisson-spec.md`` section 1.1
+(Redisson ``RedissonObject.prefixName`` / ``suffixName``): every derived key or channel
+carries the object's hash tag, so that one script only ever touches one cluster slot.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "check_name",
+    "lock_channel",
+    "prefix_name",
+    "suffix_name",
+    "unlock_latch_key",
+]
+
+
+def check_name(name: object) -> str:
+    """Validate an object name given by a user and return it.
+
+    Args:
+        name: the object's Redis key. Must be a non-empty ``str``.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        TypeError: ``name`` is not a ``str``.
+        ValueError: ``name`` is empty.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"object name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError("object name must not be empty")
+    return name
+
+
+def prefix_name(prefix: str, name: str) -> str:
+    """``prefix:{name}``, or ``prefix:name`` when ``name`` already has a hash tag."""
+    if "{" in name:
+        return f"{prefix}:{name}"
+    return f"{prefix}:{{{name}}}"
+
+
+def suffix_name(name: str, suffix: str) -> str:
+    """``{name}:suffix``, or ``name:suffix`` when ``name`` already has a hash tag."""
+    if "{" in name:
+        return f"{name}:{suffix}"
+    return f"{{{name}}}:{suffix}"
+
+
+def lock_channel(name: str) -> str:
+    """The unlock channel of an RLock, FencedLock or FairLock: ``redisson_lock__channel:{name}``."""
+    return prefix_name("redisson_lock__channel", name)
+
+
+def unlock_latch_key(name: str, request_id: str) -> str:
+    """The unlock idempotency key of one unlock call (Redisson 3.24+).
+
+    ``redisson_unlock_latch:{name}:<request id>``; it holds the result of the first
+    execution of that unlock so that a retry of the same call returns the same result.
+    """
+    return prefix_name("redisson_unlock_latch", name) + ":" + request_id

@@ -1,0 +1,48 @@
+"""The Lua scripts, loaded from the ``lua/`` package data.
+
+Pure: reads package files, no I/O to Redis. Each script file starts with a comment naming
+its ``KEYS``, ``ARGV`` and replies. Scripts are constant texts: every datum travels through
+``KEYS``/``ARGV``, never by string interpolation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+
+import attrs
+
+__all__ = ["Script", "load"]
+
+
+@attrs.frozen
+class Script:
+    """A Lua script and its SHA-1 (the ``EVALSHA`` digest).
+
+    Attributes:
+        name: the file stem, e.g. ``"lock_acquire"``.
+        source: the Lua text.
+        sha: 40 lowercase hex characters.
+    """
+
+    name: str
+    source: str = attrs.field(repr=False)
+    sha: str
+
+
+def load(name: str) -> Script:
+    """Load ``lua/<name>.lua`` from the package.
+
+    Raises:
+        FileNotFoundError: no such script.
+    """
+    source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_text("utf-8")
+    return Script(name=name, source=source, sha=hashlib.sha1(source.encode("utf-8")).hexdigest())
+
+
+LOCK_ACQUIRE = load("lock_acquire")
+LOCK_UNLOCK = load("lock_unlock")
+LOCK_FORCE_UNLOCK = load("lock_force_unlock")
+LOCK_RENEW = load("lock_renew")
+EXPIRE = load("expire")
+CLEAR_EXPIRE = load("clear_expire")

@@ -1,0 +1,78 @@
+"""Batched, fire-and-forget deletion of short-lived keys (the unlock idempotency latches).
+
+Redisson deletes each unlock latch key with its own command after the unlock reply. We
+collect them and send one ``UNLINK`` per batch from the services loop, every 50 ms at most,
+so an unlock costs one round trip on the caller's thread. A key that is never deleted (the
+process died) expires by its TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from syncprims._services.loop import ServiceLoop
+
+__all__ = ["Janitor"]
+
+log = logging.getLogger("syncprims.services")
+
+FLUSH_DELAY = 0.05
+BATCH = 1000
+
+
+class CommandRunner(Protocol):
+    """What the janitor needs from the transport: one plain command on the services loop."""
+
+    async def command(self, *args: str | int, context: str) -> object: ...
+
+
+class Janitor:
+    """Collects keys to delete and deletes them in batches."""
+
+    def __init__(self, services: ServiceLoop, runner: CommandRunner) -> None:
+        self._services = services
+        self._runner = runner
+        self._mutex = threading.Lock()
+        self._keys: list[str] = []
+        self._scheduled = False
+
+    def discard(self, key: str) -> None:
+        """Delete ``key`` soon, in the background. Never blocks."""
+        with self._mutex:
+            self._keys.append(key)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._services.call_soon(self._schedule)
+
+    def _schedule(self) -> None:
+        asyncio.get_running_loop().call_later(FLUSH_DELAY, self._flush)
+
+    def _flush(self) -> None:
+        with self._mutex:
+            keys, self._keys = self._keys, []
+            self._scheduled = False
+        for start in range(0, len(keys), BATCH):
+            self._services.spawn(self._unlink(keys[start : start + BATCH]))
+
+    async def _unlink(self, keys: Sequence[str]) -> None:
+        try:
+            await self._runner.command("UNLINK", *keys, context="deleting unlock latch keys")
+        except Exception as error:  # they expire by their TTL anyway
+            log.debug("janitor: UNLINK of %d keys failed: %s", len(keys), error)
+
+    def pending(self) -> list[str]:
+        """Take the keys not yet deleted (used at shutdown)."""
+        with self._mutex:
+            keys, self._keys = self._keys, []
+            return keys
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child."""
+        self._mutex = threading.Lock()
+        self._keys = []
+        self._scheduled = False

@@ -1,0 +1,227 @@
+"""Thread-safe wake-up primitives that both faces can wait on.
+
+A waiter of the sync face blocks its thread on a ``threading`` lock; a waiter of the asyncio
+face awaits a future of its own event loop. Either is woken from the services thread (the
+pub/sub reader) without blocking it.
+
+:class:`Latch` is Redisson's ``RedissonLockEntry`` latch: a counting semaphore that starts at
+zero; an unlock message releases one permit (or every waiter); a permit nobody waits for is
+kept, so that the next wait returns at once and the waiter re-checks the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+
+__all__ = ["Latch", "Signal"]
+
+
+class _Waiter:
+    __slots__ = ()
+
+    def wake(self) -> None:
+        raise NotImplementedError
+
+
+class _ThreadWaiter(_Waiter):
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def wake(self) -> None:
+        self._lock.release()
+
+    def block(self, timeout: float | None) -> bool:
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(True, max(timeout, 0.0))
+
+
+def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+class _TaskWaiter(_Waiter):
+    __slots__ = ("_fut", "_loop")
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._fut: asyncio.Future[bool] = self._loop.create_future()
+
+    def wake(self) -> None:
+        # RuntimeError: the waiter's loop is closed, so nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(_resolve, self._fut, True)
+
+    async def block(self, timeout: float | None) -> bool:
+        if timeout is None:
+            return await self._fut
+        handle = self._loop.call_later(max(timeout, 0.0), _resolve, self._fut, False)
+        try:
+            return await self._fut
+        finally:
+            handle.cancel()
+
+
+class _WaiterQueue:
+    """Waiters in FIFO order, under one mutex."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: deque[_Waiter] = deque()
+
+    def _detach(self, waiter: _Waiter) -> bool:
+        """Remove a waiter that stopped waiting; ``False`` when it had been woken already."""
+        with self._mutex:
+            try:
+                self._waiters.remove(waiter)
+            except ValueError:
+                return False
+            return True
+
+    def waiting(self) -> int:
+        """How many waiters are blocked now."""
+        return len(self._waiters)
+
+
+class Latch(_WaiterQueue):
+    """A counting wake-up latch (Redisson ``RedissonLockEntry``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._permits = 0
+
+    def release(self, n: int = 1, cap: int | None = None) -> None:
+        """Wake up to ``n`` waiters; keep the rest as permits, at most ``cap`` in total."""
+        with self._mutex:
+            while n > 0 and self._waiters:
+                self._waiters.popleft().wake()
+                n -= 1
+            if n > 0:
+                permits = self._permits + n
+                self._permits = permits if cap is None else min(permits, cap)
+
+    def release_all(self) -> None:
+        """Wake every waiter blocked now (no permit is kept)."""
+        with self._mutex:
+            waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            waiter.wake()
+
+    def _take_permit(self) -> bool:
+        if self._permits > 0:
+            self._permits -= 1
+            return True
+        return False
+
+    def wait_sync(self, timeout: float | None) -> bool:
+        """Block the calling thread until woken, a permit is available, or ``timeout`` seconds.
+
+        Returns:
+            ``True`` when woken (or a permit was taken), ``False`` on timeout.
+        """
+        waiter = _ThreadWaiter()
+        with self._mutex:
+            if self._take_permit():
+                return True
+            self._waiters.append(waiter)
+        try:
+            woken = waiter.block(timeout)
+        except BaseException:  # interrupted (KeyboardInterrupt...)
+            if not self._detach(waiter):
+                self.release(1)  # interrupted after being woken: pass the wake-up on
+            raise
+        if not woken and not self._detach(waiter):
+            woken = True  # woken concurrently with the timeout
+        return woken
+
+    async def wait_async(self, timeout: float | None) -> bool:
+        """Await a wake-up, a permit, or ``timeout`` seconds on the running loop.
+
+        Returns:
+            ``True`` when woken (or a permit was taken), ``False`` on timeout.
+        """
+        waiter = _TaskWaiter()
+        with self._mutex:
+            if self._take_permit():
+                return True
+            self._waiters.append(waiter)
+        try:
+            woken = await waiter.block(timeout)
+        except BaseException:
+            if not self._detach(waiter):
+                self.release(1)  # cancelled after being woken: pass the wake-up on
+            raise
+        if not woken and not self._detach(waiter):
+            woken = True  # woken concurrently with the timeout
+        return woken
+
+
+class Signal(_WaiterQueue):
+    """A one-shot event that can also carry a failure; waitable from both faces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._set = False
+        self._error: BaseException | None = None
+
+    @property
+    def is_set(self) -> bool:
+        """Whether :meth:`set` or :meth:`fail` was called."""
+        return self._set
+
+    def set(self, error: BaseException | None = None) -> None:
+        """Set the signal (with ``error``, waiters raise it) and wake every waiter."""
+        with self._mutex:
+            if self._set:
+                return
+            self._set = True
+            self._error = error
+            waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            waiter.wake()
+
+    def _result(self) -> bool:
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def wait_sync(self, timeout: float | None) -> bool:
+        """Block until set or ``timeout`` seconds; ``True`` when set.
+
+        Raises:
+            BaseException: the error given to :meth:`set`.
+        """
+        waiter = _ThreadWaiter()
+        with self._mutex:
+            if self._set:
+                return self._result()
+            self._waiters.append(waiter)
+        try:
+            woken = waiter.block(timeout)
+        finally:
+            self._detach(waiter)
+        return self._result() if (woken or self._set) else False
+
+    async def wait_async(self, timeout: float | None) -> bool:
+        """Await until set or ``timeout`` seconds; ``True`` when set.
+
+        Raises:
+            BaseException: the error given to :meth:`set`.
+        """
+        waiter = _TaskWaiter()
+        with self._mutex:
+            if self._set:
+                return self._result()
+            self._waiters.append(waiter)
+        try:
+            woken = await waiter.block(timeout)
+        finally:
+            self._detach(waiter)
+        return self._result() if (woken or self._set) else False

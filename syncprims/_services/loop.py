@@ -1,0 +1,121 @@
+"""The services thread: one asyncio event loop in one daemon thread per client.
+
+The watchdog, the pub/sub registry and the key janitor run on it, for both faces. Request
+threads talk to it only with non-blocking, thread-safe calls (:meth:`ServiceLoop.call_soon`);
+they block on it only when they are blocked anyway (a subscription confirmation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from syncprims.errors import ClientClosedError
+
+__all__ = ["ServiceLoop"]
+
+log = logging.getLogger("syncprims.services")
+T = TypeVar("T")
+
+
+class ServiceLoop:
+    """Starts its thread on first use; :meth:`close` stops it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._mutex = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def started(self) -> bool:
+        """Whether the thread is running."""
+        return self._loop is not None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, starting the thread if needed.
+
+        Raises:
+            ClientClosedError: after :meth:`close`.
+        """
+        loop = self._loop
+        if loop is not None:
+            return loop
+        with self._mutex:
+            if self._closed:
+                raise ClientClosedError(f"{self._name} is shut down")
+            if self._loop is None:
+                ready = threading.Event()
+                thread = threading.Thread(
+                    target=self._run, args=(ready,), name=f"{self._name}-services", daemon=True
+                )
+                thread.start()
+                ready.wait()
+                self._thread = thread
+            assert self._loop is not None
+            return self._loop
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        ready.set()
+        try:
+            loop.run_forever()
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+    def in_loop_thread(self) -> bool:
+        """Whether the caller runs on the services thread."""
+        return self._thread is threading.current_thread()
+
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon; never blocks. A no-op after :meth:`close`."""
+        with contextlib.suppress(ClientClosedError, RuntimeError):  # closed, or closing
+            self.loop().call_soon_threadsafe(fn, *args)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Start a task on the loop (call this on the loop thread); it is kept alive until done."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: background task failed", self._name, exc_info=task.exception())
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run ``coro`` on the loop; wait for it at most ``timeout`` seconds (not on the loop)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop())
+        return future.result(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop and join the thread (at most ``timeout`` seconds). Idempotent."""
+        with self._mutex:
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child: the thread did not survive; start afresh lazily."""
+        self._mutex = threading.Lock()
+        self._loop = None
+        self._thread = None
+        self._tasks = set()

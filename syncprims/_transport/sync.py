@@ -1,0 +1,139 @@
+"""Single-attempt commands over blocking redis-py connections, safe across threads.
+
+Like :mod:`syncprims._transport.aio`, this drives redis-py's ``Connection`` directly
+(``send_packed_command`` / ``read_response``) from a small LIFO pool: measured here, that is
+about 1.5x faster per command than ``Redis.evalsha`` (which adds a retry wrapper, per-command
+bookkeeping and a readability poll when it takes a pooled connection). The socket timeout
+(``Config.timeout``) bounds every read. Transport retries are off: the caller decides.
+
+The methods are ``async def`` so that the shared core can await them, but they never
+suspend: they block the calling thread and return, which lets the sync face run the core
+coroutine to completion in one step.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import redis.exceptions
+
+from syncprims._protocol.scripts import Script
+from syncprims._transport.aio import Orphan
+from syncprims._transport.connections import ConnectionSpec, translate
+from syncprims.errors import ClientClosedError, RedisConnectionError
+
+__all__ = ["SyncConnections"]
+
+
+class SyncConnections:
+    """A thread-safe LIFO pool of blocking connections; reset in a forked child."""
+
+    def __init__(
+        self, spec: ConnectionSpec, *, timeout: float, max_connections: int | None
+    ) -> None:
+        self._spec = spec
+        self.timeout = timeout
+        self._max = max_connections
+        self._free: deque[Any] = deque()
+        self._slots = threading.BoundedSemaphore(max_connections) if max_connections else None
+        self._pid = os.getpid()
+        self._closed = False
+
+    @property
+    def address(self) -> str:
+        """The server, for messages."""
+        return self._spec.address
+
+    def _get(self, context: str) -> Any:
+        if self._closed:
+            raise ClientClosedError(f"the client is shut down ({context})")
+        if self._pid != os.getpid():
+            self.forget()
+        if self._slots is not None and not self._slots.acquire(True, self.timeout):
+            raise RedisConnectionError(
+                f"all {self._max} connections to Redis at {self.address} stayed busy for "
+                f"{self.timeout:g} s while {context}",
+                maybe_executed=False,
+            )
+        try:
+            return self._free.pop()
+        except IndexError:
+            return self._spec.make()
+
+    def _put(self, conn: Any) -> None:
+        self._free.append(conn)
+        if self._slots is not None:
+            self._slots.release()
+
+    async def eval(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int],
+        *,
+        context: str,
+        on_orphan: Orphan | None = None,
+    ) -> Any:
+        """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
+
+        ``on_orphan`` is accepted for symmetry with the asyncio transport and ignored: a
+        blocking call is not cancelled while a reply is in flight (an interrupt, e.g.
+        ``KeyboardInterrupt``, drops the connection; the lease bounds what it leaves).
+
+        Raises:
+            RedisConnectionError, RedisTimeoutError: with ``maybe_executed`` set when the
+                script may have run.
+            ServerReplyError: Redis answered with an error.
+        """
+        return self._call(("EVALSHA", script.sha, len(keys), *keys, *args), context, script)
+
+    async def command(self, *args: str | int, context: str) -> Any:
+        """Run one plain command once. Raises as :meth:`eval`."""
+        return self._call(args, context, None)
+
+    def _call(self, command: tuple[Any, ...], context: str, script: Script | None) -> Any:
+        conn = self._get(context)
+        sent = False
+        try:
+            conn.send_packed_command(conn.pack_command(*command), check_health=False)
+            sent = True
+            try:
+                return conn.read_response(disconnect_on_error=True)
+            except redis.exceptions.NoScriptError:
+                if script is None:
+                    raise
+                sent = False  # NOSCRIPT: it did not run
+                conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
+                conn.read_response()
+                conn.send_packed_command(conn.pack_command(*command), check_health=False)
+                sent = True
+                return conn.read_response()
+        except (redis.exceptions.RedisError, OSError) as error:
+            if not isinstance(error, redis.exceptions.ResponseError):
+                conn.disconnect()
+            raise translate(
+                error, context=context, address=self.address, timeout=self.timeout, sent=sent
+            ) from (None if isinstance(error, redis.exceptions.ResponseError) else error)
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            self._put(conn)
+
+    def close(self) -> None:
+        """Disconnect idle connections; later calls raise ``ClientClosedError``."""
+        self._closed = True
+        free, self._free = self._free, deque()
+        for conn in free:
+            conn.disconnect()
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child: drop the parent's sockets without closing them."""
+        self._pid = os.getpid()
+        self._free = deque()
+        if self._max:
+            self._slots = threading.BoundedSemaphore(self._max)

@@ -1,0 +1,20 @@
+"""The asyncio face of syncprims: the same classes and names, as coroutines.
+
+Ownership is per asyncio *task*: two tasks on one thread exclude each other. ::
+
+    import syncprims.asyncio
+
+    async with await syncprims.asyncio.connect() as client:
+        async with client.get_lock("orders:42"):
+            ...
+
+A client belongs to the event loop that uses it; used from a new loop (a second
+``asyncio.run()``), it opens new connections for that loop.
+"""
+
+from syncprims.asyncio._client import Client, connect
+from syncprims.asyncio._lock import RLock
+from syncprims.asyncio._objects import RExpirable, RObject
+from syncprims.config import TLS, Config, SingleServer
+
+__all__ = ["TLS", "Client", "Config", "RExpirable", "RLock", "RObject", "SingleServer", "connect"]

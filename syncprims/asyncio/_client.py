@@ -1,0 +1,123 @@
+"""``Client`` and ``connect``: the entry point that makes syncprims objects."""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any, Self
+
+from syncprims._core.lock import LockCore
+from syncprims._transport.executor import AsyncExecutor as _Executor
+from syncprims.asyncio._lock import RLock
+from syncprims.config import Config
+
+__all__ = ["Client", "connect"]
+
+
+class Client:
+    """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
+
+    Create one per process and share it between threads (or tasks): it holds the connection
+    pool, one pub/sub connection, the watchdog and a services thread, all started lazily.
+    Shut it down when done (``with``/``async with`` does it); locks it still holds then stop
+    being renewed and expire by their lease.
+
+    Each client has a random id (a UUID4); a lock's owner is that id plus the thread (sync
+    face) or task (asyncio face). A child process made by ``os.fork()`` gets a new id: it
+    never owns the parent's locks.
+    """
+
+    def __init__(self, executor: _Executor) -> None:
+        self._ex = executor
+
+    @classmethod
+    async def create(cls, config: Config | None = None) -> Self:
+        """Create a client and check that Redis answers.
+
+        Args:
+            config: the configuration; ``None`` for ``Config()`` (Redis on 127.0.0.1:6379).
+
+        Returns:
+            A connected client.
+
+        Raises:
+            TypeError: ``config`` is not a :class:`~syncprims.Config`.
+            TransportError: Redis could not be reached.
+            ServerReplyError: Redis refused (e.g. wrong password).
+        """
+        if config is None:
+            config = Config()
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be a syncprims.Config, not {type(config).__name__}")
+        client = cls(_Executor(config))
+        try:
+            await client._ex.command("PING", context="connecting")
+        except BaseException:
+            await client.shutdown()
+            raise
+        return client
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._ex.client_id} {self._ex.config.describe()}>"
+
+    @property
+    def id(self) -> str:
+        """This client's id (a UUID4 string; the first part of every owner field)."""
+        return self._ex.client_id
+
+    @property
+    def config(self) -> Config:
+        """The client's configuration."""
+        return self._ex.config
+
+    def get_lock(self, name: str) -> RLock:
+        """The reentrant lock called ``name`` (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return RLock(LockCore(self._ex, name))
+
+    async def shutdown(self) -> None:
+        """Stop the services and close every connection. Idempotent.
+
+        Locks still held stop being renewed and expire by their lease; later calls on this
+        client's objects raise ``ClientClosedError``.
+        """
+        await self._ex.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+
+async def connect(url: str | None = None, **options: Any) -> Client:
+    """Connect to one Redis server.
+
+    Args:
+        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS) or
+            ``unix:///path``; ``None`` uses the ``REDIS_URL`` environment variable, else
+            ``redis://127.0.0.1:6379``.
+        **options: :class:`~syncprims.Config` attributes (``lock_watchdog_timeout=10``,
+            ``password=...``, ``tls=TLS(...)``...).
+
+    Returns:
+        A connected :class:`Client`.
+
+    Raises:
+        TypeError, ValueError: a bad option.
+        TransportError: Redis could not be reached.
+    """
+    if url is None:
+        url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+    return await Client.create(Config.single_server(url, **options))

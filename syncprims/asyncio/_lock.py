@@ -1,0 +1,178 @@
+"""``RLock``: the reentrant distributed lock."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from syncprims._core.lock import LockCore
+from syncprims._core.owners import current_task_owner as _owner
+from syncprims._protocol.timing import Duration
+from syncprims.asyncio._objects import RExpirable
+
+__all__ = ["RLock"]
+
+
+class RLock(RExpirable):
+    """A reentrant lock held by one owner at a time, across processes and hosts.
+
+    Use it to make one critical section run at a time anywhere in a fleet. It is Redisson's
+    ``RLock`` (same keys, fields and messages, so Java and Python clients exclude each
+    other). The owner is the current asyncio task; the owner may acquire again (reentrancy)
+    and must release as many times. Waiters are woken by a pub/sub message when the lock is
+    released, and re-check at the latest when the holder's lease runs out.
+
+    Without ``lease_time`` the lease is ``Config.lock_watchdog_timeout`` (30 s) and the
+    client's watchdog renews it every third of that until ``unlock()``; if the process dies,
+    the lock frees itself within that timeout. With ``lease_time`` the lock expires after it,
+    held or not: use a lease longer than the critical section can take.
+
+    Example::
+
+        lock = client.get_lock("orders:42")
+        async with lock:
+            ...                               # one owner at a time
+        if await lock.try_lock(wait_time=5, lease_time=30):
+            try:
+                ...
+            finally:
+                await lock.unlock()
+
+    Algorithm: Redisson ``RedissonLock`` (hash + ``HINCRBY`` + ``PEXPIRE`` in one script;
+    unlock publishes on ``redisson_lock__channel:{name}``).
+    """
+
+    __slots__ = ()
+
+    _core: LockCore
+
+    async def lock(self, lease_time: Duration | None = None) -> None:
+        """Acquire the lock, waiting as long as it takes.
+
+        Args:
+            lease_time: seconds (> 0) or ``timedelta`` after which the lock expires by itself;
+                ``None`` (default) to have the watchdog renew it until :meth:`unlock`.
+
+        Raises:
+            TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
+            TransportError: Redis could not be reached.
+        """
+        await self._core.lock(_owner(), lease_time)
+
+    async def try_lock(
+        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+    ) -> bool:
+        """Acquire the lock if it can be done within ``wait_time``.
+
+        Args:
+            wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
+                attempt; ``math.inf`` to wait forever.
+            lease_time: as in :meth:`lock`.
+
+        Returns:
+            ``True`` if the lock is now held by the current task.
+
+        Raises:
+            TypeError, ValueError: a bad duration (nothing is sent).
+            TransportError: Redis could not be reached.
+        """
+        return await self._core.try_lock(_owner(), wait_time, lease_time)
+
+    async def unlock(self) -> None:
+        """Release one hold; the last one deletes the lock and wakes a waiter.
+
+        Raises:
+            LockNotHeldError: the current task does not hold the lock (it never did, or the
+                lease ran out). It is a ``RuntimeError``, as for ``threading.Lock``.
+            TransportError: Redis could not be reached after retries (the lock then expires
+                by its lease; renewal has stopped).
+        """
+        await self._core.unlock(_owner())
+
+    async def force_unlock(self) -> bool:
+        """Release the lock whoever holds it, and wake its waiters.
+
+        Returns:
+            ``True`` if the lock was held.
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.force_unlock()
+
+    async def is_locked(self) -> bool:
+        """Whether any owner holds the lock now.
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.is_locked()
+
+    async def is_held_by_current_thread(self) -> bool:
+        """Whether the current task holds the lock (owners are tasks in the asyncio face).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.is_held_by(_owner())
+
+    async def is_held_by_thread(self, thread_id: int) -> bool:
+        """Whether the owner ``thread_id`` of this client holds the lock.
+
+        Args:
+            thread_id: an owner id of this client (a thread ident in the sync face).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.is_held_by(thread_id)
+
+    async def get_hold_count(self) -> int:
+        """How many times the current task holds the lock (0 when it does not).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.get_hold_count(_owner())
+
+    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """``threading.Lock``-style acquire, with the watchdog lease.
+
+        Args:
+            blocking: ``False`` for a single attempt.
+            timeout: seconds to wait when blocking; -1 (default) waits forever.
+
+        Returns:
+            ``True`` if the lock is now held.
+
+        Raises:
+            ValueError: a timeout with ``blocking=False``, or a negative timeout other
+                than -1.
+            TransportError: Redis could not be reached.
+        """
+        return await self._core.acquire(_owner(), blocking, timeout)
+
+    async def release(self) -> None:
+        """``threading.Lock``-style release: the same as :meth:`unlock`.
+
+        Raises:
+            LockNotHeldError: the current task does not hold the lock.
+            TransportError: Redis could not be reached after retries.
+        """
+        await self._core.unlock(_owner())
+
+    async def locked(self) -> bool:
+        """``threading.Lock``-style: the same as :meth:`is_locked`."""
+        return await self._core.is_locked()
+
+    async def __aenter__(self) -> Self:
+        await self._core.lock(_owner(), None)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._core.unlock(_owner())

@@ -1,0 +1,220 @@
+"""Client configuration: frozen attrs value classes, validated at construction.
+
+A bad value fails when the :class:`Config` is built, not deep inside a call. Durations are
+seconds (``int``/``float``) or :class:`datetime.timedelta`, stored as ``float`` seconds.
+Defaults follow Redisson's ``Config`` where a Redisson setting exists
+(``lockWatchdogTimeout`` 30 s, ``subscriptionTimeout`` 7.5 s, ``fairLockWaitTimeout`` 300 s,
+``lockWatchdogBatchSize`` 100); the command ``timeout`` and retry delays are ours.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+
+__all__ = ["Config", "SingleServer", "TLS"]
+
+_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"expected seconds (int or float) or a timedelta, not {type(value).__name__}")
+
+
+def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if math.isnan(value) or value <= 0 or math.isinf(value):
+        raise ValueError(
+            f"{attribute.name} must be a positive finite number of seconds, got {value!r}"
+        )
+
+
+def _non_negative_int(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{attribute.name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+def _positive_int(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    _non_negative_int(instance, attribute, value)
+    if value < 1:
+        raise ValueError(f"{attribute.name} must be at least 1, got {value}")
+
+
+def _delay_pair(value: object) -> tuple[float, float]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise TypeError("retry_delay must be a (base, cap) pair of seconds")
+    base, cap = _seconds(value[0]), _seconds(value[1])
+    if not (0 < base <= cap) or math.isinf(cap):
+        raise ValueError(f"retry_delay must satisfy 0 < base <= cap < inf, got {value!r}")
+    return (base, cap)
+
+
+def _check_url(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"url must be a str, not {type(value).__name__}")
+    scheme = urlsplit(value).scheme
+    if scheme not in _SCHEMES:
+        raise ValueError(
+            f"url must start with one of {', '.join(s + '://' for s in _SCHEMES)}, got {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class TLS:
+    """TLS settings for ``rediss://`` URLs. Certificates and host names are verified by default.
+
+    Attributes:
+        ca_certs: path of a CA bundle (PEM) to trust; ``None`` uses the system store.
+        certfile: client certificate (PEM) for mutual TLS, or ``None``.
+        keyfile: the client certificate's private key (PEM), or ``None``.
+        verify: verify the server certificate (``"required"``); ``False`` disables it, for
+            tests only.
+        check_hostname: check that the certificate names the host.
+    """
+
+    ca_certs: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify: bool = True
+    check_hostname: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class SingleServer:
+    """One Redis server.
+
+    Attributes:
+        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS) or
+            ``unix:///path/to/socket[?db=N]``.
+        username: ACL user name (overrides the URL's).
+        password: password (overrides the URL's). Never shown in ``repr``.
+        db: database number (overrides the URL's).
+        tls: TLS options; used with ``rediss://``.
+    """
+
+    url: str = attrs.field(default="redis://127.0.0.1:6379", validator=_check_url)
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    db: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_non_negative_int)
+    )
+    tls: TLS = attrs.field(factory=TLS)
+
+    def __attrs_post_init__(self) -> None:
+        if urlsplit(self.url).scheme == "rediss" and not isinstance(self.tls, TLS):
+            raise TypeError("tls must be a syncprims.TLS")
+
+    def redacted_url(self) -> str:
+        """The URL with any password replaced by ``***`` (for logs and messages)."""
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return parts._replace(netloc=netloc).geturl()
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """Everything a client needs: where Redis is, and how locks and waits behave.
+
+    Build one with :meth:`single_server` (or construct it directly); a bad value raises
+    ``ValueError``/``TypeError`` here.
+
+    Attributes:
+        server: where Redis is.
+        lock_watchdog_timeout: the lease, seconds, of a lock taken without ``lease_time``;
+            the watchdog renews it every third of this while it is held (Redisson
+            ``lockWatchdogTimeout``, default 30 s).
+        watchdog_batch_size: most locks renewed by one script call (Redisson
+            ``lockWatchdogBatchSize``).
+        timeout: the longest wait, seconds, for one reply from Redis; a command whose reply
+            does not come in time fails with ``RedisTimeoutError``.
+        connect_timeout: the longest wait, seconds, to open a connection.
+        retry_attempts: how many times an idempotent operation (reads, unlock, renewals) is
+            retried after a connection error or timeout. Acquire scripts are never re-sent
+            after they may have run.
+        retry_delay: the back-off between retries, seconds: equal jitter growing from
+            ``retry_delay[0]`` up to ``retry_delay[1]``.
+        subscription_timeout: the longest wait, seconds, for Redis to confirm a pub/sub
+            subscription (Redisson ``subscriptionTimeout``).
+        wait_recheck_interval: the longest a waiter sleeps, seconds, before it re-checks
+            the lock even without a pub/sub message (a lost message cannot stall it longer).
+        fair_lock_wait_timeout: a fair-lock waiter's slot, seconds (Redisson
+            ``fairLockWaitTimeout``).
+        max_connections: most command connections per client and event loop; ``None`` for
+            no limit. When the limit is reached a command waits up to ``timeout``.
+        client_name: sent with ``CLIENT SETNAME`` on every connection, or ``None``.
+    """
+
+    server: SingleServer = attrs.field(factory=SingleServer)
+    lock_watchdog_timeout: float = attrs.field(
+        default=30.0, converter=_seconds, validator=_positive
+    )
+    watchdog_batch_size: int = attrs.field(default=100, validator=_positive_int)
+    timeout: float = attrs.field(default=3.0, converter=_seconds, validator=_positive)
+    connect_timeout: float = attrs.field(default=5.0, converter=_seconds, validator=_positive)
+    retry_attempts: int = attrs.field(default=3, validator=_non_negative_int)
+    retry_delay: tuple[float, float] = attrs.field(default=(0.05, 1.0), converter=_delay_pair)
+    subscription_timeout: float = attrs.field(default=7.5, converter=_seconds, validator=_positive)
+    wait_recheck_interval: float = attrs.field(default=5.0, converter=_seconds, validator=_positive)
+    fair_lock_wait_timeout: float = attrs.field(
+        default=300.0, converter=_seconds, validator=_positive
+    )
+    max_connections: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive_int)
+    )
+    client_name: str | None = None
+
+    @classmethod
+    def single_server(
+        cls,
+        url: str = "redis://127.0.0.1:6379",
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        db: int | None = None,
+        tls: TLS | None = None,
+        **options: Any,
+    ) -> Config:
+        """A configuration for one Redis server.
+
+        Args:
+            url: see :class:`SingleServer`.
+            username, password, db, tls: override what the URL says.
+            **options: any other :class:`Config` attribute (``lock_watchdog_timeout=10``...).
+
+        Raises:
+            ValueError, TypeError: a bad value.
+        """
+        server = SingleServer(
+            url=url, username=username, password=password, db=db, tls=tls or TLS()
+        )
+        return cls(server=server, **options)
+
+    @property
+    def watchdog_period(self) -> float:
+        """Seconds between two renewals of a held lock: a third of the watchdog timeout."""
+        return self.lock_watchdog_timeout / 3
+
+    @property
+    def unlock_latch_ttl_ms(self) -> int:
+        """How long an unlock's idempotency key lives, milliseconds.
+
+        Longer than every retry of one unlock call can take (Redisson:
+        ``(timeout + retryDelay) * retryAttempts``).
+        """
+        attempts = self.retry_attempts + 1
+        return max(1, math.ceil((self.timeout + self.retry_delay[1]) * attempts * 1000))
+
+    def describe(self) -> str:
+        """A one-line description without secrets, for logs."""
+        return self.server.redacted_url()

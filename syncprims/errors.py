@@ -1,0 +1,97 @@
+"""The errors syncprims raises: one tree with one root.
+
+::
+
+    SyncPrimsError
+    ├── LockError                        a lock operation refused (attributes: name, owner)
+    │   ├── LockNotHeldError             also a RuntimeError: unlock by a non-holder
+    │   └── LockLostError                the watchdog found the lock gone or could not renew it
+    ├── TransportError                   Redis could not be reached or did not answer
+    │   ├── RedisConnectionError         also a ConnectionError
+    │   └── RedisTimeoutError            also a TimeoutError: no reply within the timeout
+    ├── SubscriptionTimeoutError         also a TimeoutError: pub/sub did not confirm in time
+    ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
+    └── ClientClosedError                also a RuntimeError: the client was shut down
+
+Bad arguments (negative or NaN durations, empty names, wrong types) raise the builtin
+``ValueError`` / ``TypeError`` before anything is sent to Redis.
+
+Every message is one sentence naming the object (``lock 'orders:42'``). Transport errors are
+translated from redis-py's exceptions at one boundary (the command executor); the original
+is chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClientClosedError",
+    "LockError",
+    "LockLostError",
+    "LockNotHeldError",
+    "RedisConnectionError",
+    "RedisTimeoutError",
+    "ServerReplyError",
+    "SubscriptionTimeoutError",
+    "SyncPrimsError",
+    "TransportError",
+]
+
+
+class SyncPrimsError(Exception):
+    """The root of every error syncprims raises (bad arguments aside)."""
+
+
+class LockError(SyncPrimsError):
+    """A lock operation was refused.
+
+    Attributes:
+        name: the lock's name.
+        owner: the owner field (``"<client uuid>:<owner id>"``) the operation was made for,
+            or ``None``.
+    """
+
+    def __init__(self, message: str, *, name: str, owner: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.owner = owner
+
+
+class LockNotHeldError(LockError, RuntimeError):
+    """``unlock()`` by an owner that does not hold the lock (also when it expired)."""
+
+
+class LockLostError(LockError):
+    """A held lock was lost: it expired, was force-unlocked, or could not be renewed."""
+
+
+class TransportError(SyncPrimsError):
+    """Redis could not be reached, or did not answer in time.
+
+    Attributes:
+        maybe_executed: ``True`` when the command may have run on the server (the failure
+            came after it was sent); ``False`` when it certainly did not.
+    """
+
+    def __init__(self, message: str, *, maybe_executed: bool) -> None:
+        super().__init__(message)
+        self.maybe_executed = maybe_executed
+
+
+class RedisConnectionError(TransportError, ConnectionError):
+    """The connection to Redis failed or broke."""
+
+
+class RedisTimeoutError(TransportError, TimeoutError):
+    """Redis did not answer within the configured timeout."""
+
+
+class SubscriptionTimeoutError(SyncPrimsError, TimeoutError):
+    """A pub/sub subscription was not confirmed within ``Config.subscription_timeout``."""
+
+
+class ServerReplyError(SyncPrimsError):
+    """Redis answered with an error reply (a script error, an ACL refusal, ...)."""
+
+
+class ClientClosedError(SyncPrimsError, RuntimeError):
+    """The client was shut down; create a new one."""
