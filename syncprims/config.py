@@ -58,6 +58,15 @@ def _delay_pair(value: object) -> tuple[float, float]:
     return (base, cap)
 
 
+def redact(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
 def _check_url(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str):
         raise TypeError(f"url must be a str, not {type(value).__name__}")
@@ -101,7 +110,7 @@ class SingleServer:
         tls: TLS options; used with ``rediss://``.
     """
 
-    url: str = attrs.field(default="redis://127.0.0.1:6379", validator=_check_url)
+    url: str = attrs.field(default="redis://127.0.0.1:6379", validator=_check_url, repr=redact)
     username: str | None = None
     password: str | None = attrs.field(default=None, repr=False)
     db: int | None = attrs.field(
@@ -115,11 +124,7 @@ class SingleServer:
 
     def redacted_url(self) -> str:
         """The URL with any password replaced by ``***`` (for logs and messages)."""
-        parts = urlsplit(self.url)
-        if parts.password is None:
-            return self.url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return parts._replace(netloc=netloc).geturl()
+        return redact(self.url)
 
 
 @attrs.frozen(kw_only=True)
@@ -139,11 +144,13 @@ class Config:
         timeout: the longest wait, seconds, for one reply from Redis; a command whose reply
             does not come in time fails with ``RedisTimeoutError``.
         connect_timeout: the longest wait, seconds, to open a connection.
-        retry_attempts: how many times an idempotent operation (reads, unlock, renewals) is
-            retried after a connection error or timeout. Acquire scripts are never re-sent
-            after they may have run.
+        retry_attempts: how many times an operation is retried after a connection error or
+            timeout (Redisson ``retryAttempts``, 4). Idempotent operations (reads, unlock,
+            renewals) are retried after any such error; acquire scripts only when they
+            certainly did not reach Redis, never after they may have run.
         retry_delay: the back-off between retries, seconds: equal jitter growing from
-            ``retry_delay[0]`` up to ``retry_delay[1]``.
+            ``retry_delay[0]`` up to ``retry_delay[1]`` (Redisson ``EqualJitterDelay``
+            1..2 s); the defaults ride out about 1.5 s of unavailability.
         subscription_timeout: the longest wait, seconds, for Redis to confirm a pub/sub
             subscription (Redisson ``subscriptionTimeout``).
         wait_recheck_interval: the longest a waiter sleeps, seconds, before it re-checks
@@ -162,8 +169,8 @@ class Config:
     watchdog_batch_size: int = attrs.field(default=100, validator=_positive_int)
     timeout: float = attrs.field(default=3.0, converter=_seconds, validator=_positive)
     connect_timeout: float = attrs.field(default=5.0, converter=_seconds, validator=_positive)
-    retry_attempts: int = attrs.field(default=3, validator=_non_negative_int)
-    retry_delay: tuple[float, float] = attrs.field(default=(0.05, 1.0), converter=_delay_pair)
+    retry_attempts: int = attrs.field(default=4, validator=_non_negative_int)
+    retry_delay: tuple[float, float] = attrs.field(default=(0.1, 2.0), converter=_delay_pair)
     subscription_timeout: float = attrs.field(default=7.5, converter=_seconds, validator=_positive)
     wait_recheck_interval: float = attrs.field(default=5.0, converter=_seconds, validator=_positive)
     fair_lock_wait_timeout: float = attrs.field(

@@ -67,12 +67,17 @@ class LockCore(ExpirableCore):
 
     async def attempt(self, field: str, lease: int, watchdog: bool) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else the holder's TTL (ms)."""
-        reply = await self._ex.eval(
-            scripts.LOCK_ACQUIRE,
-            [self.name],
-            [lease, field],
-            context=self.context("acquiring"),
-            on_orphan=lambda late: self._release_orphan(field, late),
+        ex = self._ex
+        reply = await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.LOCK_ACQUIRE,
+                [self.name],
+                [lease, field],
+                context=self.context("acquiring"),
+                on_orphan=lambda late: self._release_orphan(field, late),
+            ),
+            idempotent=False,
         )
         if reply is None:
             self.acquired(field, lease, watchdog)

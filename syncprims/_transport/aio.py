@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -35,6 +36,8 @@ from syncprims._transport.connections import ConnectionSpec, pack, translate
 from syncprims.errors import ClientClosedError
 
 __all__ = ["AsyncConnections", "Orphan"]
+
+log = logging.getLogger("syncprims")
 
 Orphan = Callable[[Any], Awaitable[None]]
 """Awaited with the late reply of a call whose caller gave up."""
@@ -100,10 +103,18 @@ class AsyncConnections:
     """A pool of asyncio connections bound to the running loop (re-created for a new loop)."""
 
     def __init__(
-        self, spec: ConnectionSpec, *, timeout: float, max_connections: int | None
+        self,
+        spec: ConnectionSpec,
+        *,
+        timeout: float,
+        max_connections: int | None,
+        orphan_timeout: float | None = None,
     ) -> None:
         self._spec = spec
         self.timeout = timeout
+        # How long to wait for the late reply of an abandoned call: past the lease it no
+        # longer matters (the lock has expired anyway).
+        self._orphan_timeout = max(timeout, orphan_timeout or 0.0)
         self._max = max_connections
         self._loop: asyncio.AbstractEventLoop | None = None
         self._free: deque[Any] = deque()
@@ -163,7 +174,11 @@ class AsyncConnections:
         slots = self._slots
         if slots is not None:
             await slots.acquire()
-        conn = self._free.pop() if self._free else self._spec.make()
+        if self._free:
+            conn = self._free.pop()
+            await _discard_if_stale(conn)
+        else:
+            conn = self._spec.make()
         keep = True  # return the connection to the pool afterwards
         sent = False
         deadlines = self._deadlines
@@ -209,9 +224,15 @@ class AsyncConnections:
         finally:
             deadlines.finish(key)
             if keep:
-                self._free.append(conn)
+                await self._put(conn)
             if slots is not None:
                 slots.release()
+
+    async def _put(self, conn: Any) -> None:
+        if self._closed or self._loop is not asyncio.get_running_loop():
+            await _drop(conn)  # closed meanwhile: nobody would ever close it
+        else:
+            self._free.append(conn)
 
     def _adopt(self, conn: Any, on_orphan: Orphan) -> None:
         task = asyncio.get_running_loop().create_task(self._finish_orphan(conn, on_orphan))
@@ -220,21 +241,31 @@ class AsyncConnections:
 
     async def _finish_orphan(self, conn: Any, on_orphan: Orphan) -> None:
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self._orphan_timeout):
                 reply = await conn.read_response(timeout=math.inf, disconnect_on_error=False)
         except redis.exceptions.ResponseError:
-            self._free.append(conn)  # an error reply: nothing happened
+            await self._put(conn)  # an error reply: nothing happened
             return
-        except BaseException:
+        except (Exception, asyncio.CancelledError) as error:
             await _drop(conn)
-            raise
-        self._free.append(conn)
-        await on_orphan(reply)
+            log.warning(
+                "the reply of an abandoned call never came (%r); its lease bounds it", error
+            )
+            return
+        await self._put(conn)
+        try:
+            await on_orphan(reply)
+        except Exception:
+            log.exception("releasing what an abandoned call acquired failed; its lease bounds it")
 
     async def drain(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) for background orphan handling to finish."""
+        """Wait (at most ``timeout`` seconds) for background orphan handling, then cancel it."""
         if self._background:
-            await asyncio.wait(list(self._background), timeout=timeout)
+            _, pending = await asyncio.wait(list(self._background), timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1)
 
     async def aclose(self) -> None:
         """Disconnect every idle connection; later calls raise ``ClientClosedError``."""
@@ -249,6 +280,22 @@ class AsyncConnections:
         self._loop = None
         self._free = deque()
         self._background = set()
+
+
+async def _discard_if_stale(conn: Any) -> None:
+    """Disconnect a pooled connection that the server closed (EOF seen) or that has unread data.
+
+    No syscall: the stream already knows. Without it, the first command after a server
+    restart fails after it was sent, and an acquire may not be retried then.
+    """
+    if not conn.is_connected:
+        return
+    try:
+        stale = await conn.can_read()
+    except (redis.exceptions.ConnectionError, OSError):
+        stale = True
+    if stale:
+        await _drop(conn)
 
 
 async def _drop(conn: Any) -> None:

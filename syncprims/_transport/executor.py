@@ -158,7 +158,10 @@ class AsyncExecutor(ExecutorBase):
     def __init__(self, config: Config) -> None:
         super().__init__(config)
         self.connections = AsyncConnections(
-            async_spec(config), timeout=config.timeout, max_connections=config.max_connections
+            async_spec(config),
+            timeout=config.timeout,
+            max_connections=config.max_connections,
+            orphan_timeout=config.lock_watchdog_timeout,
         )
 
     async def eval(

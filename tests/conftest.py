@@ -1,0 +1,80 @@
+"""Fixtures: real and fake Redis servers on free loopback ports, and the two faces.
+
+* ``redis_server``: one real ``redis-server`` for the session (never port 6379).
+* ``fake_server``: fakeredis' TCP server for the session.
+* ``url``: parametrized over ``fake`` and ``real``; ``real_url``: the real one only.
+* ``face``: parametrized over ``sync`` and ``async`` (see ``tests/harness.py``).
+* ``name``: a fresh key name per test.
+
+``async def`` tests run in a fresh event loop each (no plugin needed); the face's clients
+and actors are closed inside that loop when the test ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from syncprims._embedded import FakeServer, RedisServer
+from tests.harness import Face
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests with ``asyncio.run``, closing the test's face inside its loop."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    kwargs = {arg: pyfuncitem.funcargs[arg] for arg in pyfuncitem._fixtureinfo.argnames}
+    face = kwargs.get("face")
+
+    async def main() -> None:
+        try:
+            await pyfuncitem.obj(**kwargs)
+        finally:
+            if isinstance(face, Face):
+                await face.close()
+
+    asyncio.run(main())
+    return True
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_server() -> Iterator[FakeServer]:
+    server = FakeServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["fake", "real"])
+def url(request: pytest.FixtureRequest) -> str:
+    server: Any = request.getfixturevalue(f"{request.param}_server".replace("real", "redis"))
+    if request.param == "real":
+        request.applymarker(pytest.mark.real)
+    return str(server.url)
+
+
+@pytest.fixture
+def real_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture(params=["sync", "async"])
+def face(request: pytest.FixtureRequest) -> Face:
+    return Face(request.param)
+
+
+@pytest.fixture
+def name() -> str:
+    return f"test:{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,176 @@
+"""One test body for both faces.
+
+A test is an ``async def`` that talks to syncprims through a :class:`Face`. An
+:class:`Actor` is one owner: a dedicated thread for the sync face, a dedicated task for the
+asyncio face. ``await actor(obj.method, *args)`` runs the call as that owner, so ownership,
+reentrancy and contention behave as they would in a real program of that face.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis
+import redis.client
+
+import syncprims
+import syncprims.asyncio
+
+__all__ = ["Actor", "Face", "raw_command", "raw_pubsub", "within"]
+
+
+def raw_command(client: redis.Redis, *args: str | int) -> Any:
+    """``client.execute_command(*args)``: redis-py leaves that method unannotated."""
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def raw_pubsub(client: redis.Redis) -> redis.client.PubSub:
+    """``client.pubsub()``: redis-py leaves that method unannotated."""
+    pubsub: redis.client.PubSub = client.pubsub()  # type: ignore[no-untyped-call]
+    return pubsub
+
+
+class Actor:
+    """An owner that runs calls one at a time (a thread or a task)."""
+
+    async def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop the thread or task."""
+
+
+class _ThreadActor(Actor):
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="actor")
+        self._thread.start()
+        self.ident = 0
+
+    def _serve(self) -> None:
+        self.ident = threading.get_ident()
+        while True:
+            item = self._calls.get()
+            if item is None:
+                return
+            fn, args, kwargs, loop, future = item
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as error:
+                loop.call_soon_threadsafe(_set_exception, future, error)
+            else:
+                loop.call_soon_threadsafe(_set_result, future, result)
+
+    async def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._calls.put((fn, args, kwargs, loop, future))
+        return await future
+
+    async def close(self) -> None:
+        self._calls.put(None)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 5)
+
+
+class _TaskActor(Actor):
+    def __init__(self) -> None:
+        self._calls: asyncio.Queue[Any] = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    async def _serve(self) -> None:
+        while True:
+            item = await self._calls.get()
+            if item is None:
+                return
+            fn, args, kwargs, future = item
+            try:
+                result = await fn(*args, **kwargs)
+            except BaseException as error:
+                if not future.done():
+                    future.set_exception(error)
+                if isinstance(error, asyncio.CancelledError):
+                    raise
+            else:
+                if not future.done():
+                    future.set_result(result)
+
+    async def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await self._calls.put((fn, args, kwargs, future))
+        return await future
+
+    def cancel(self) -> None:
+        """Cancel the task (and the call it is running)."""
+        self._task.cancel()
+
+    async def close(self) -> None:
+        if not self._task.done():
+            await self._calls.put(None)
+            await asyncio.wait({self._task}, timeout=5)
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+class Face:
+    """The sync or the asyncio face, for one test."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.is_async = name == "async"
+        self.module: Any = syncprims.asyncio if self.is_async else syncprims
+        self._clients: list[Any] = []
+        self._actors: list[Actor] = []
+
+    def __repr__(self) -> str:
+        return f"<Face {self.name}>"
+
+    async def connect(self, url: str, **options: Any) -> Any:
+        """A client of this face; shut down when the test ends."""
+        client: Any
+        if self.is_async:
+            client = await syncprims.asyncio.connect(url, **options)
+        else:
+            client = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: syncprims.connect(url, **options)
+            )
+        self._clients.append(client)
+        return client
+
+    def actor(self) -> Actor:
+        """A new owner: a thread (sync) or a task (asyncio)."""
+        actor: Actor = _TaskActor() if self.is_async else _ThreadActor()
+        self._actors.append(actor)
+        return actor
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a call whose owner does not matter (queries) on a fresh owner."""
+        if self.is_async:
+            return await fn(*args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
+
+    async def close(self) -> None:
+        """Stop the actors and shut the clients down."""
+        for actor in self._actors:
+            await actor.close()
+        for client in self._clients:
+            if self.is_async:
+                await client.shutdown()
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, client.shutdown)
+
+
+async def within(seconds: float, awaitable: Awaitable[Any]) -> Any:
+    """Await with a bound: a hang fails the test instead of stalling it."""
+    return await asyncio.wait_for(awaitable, seconds)

@@ -1,0 +1,131 @@
+"""The wake-up latch and signal, for thread and task waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from syncprims._services.latch import Latch, Signal
+
+
+def test_release_wakes_one_thread_waiter() -> None:
+    latch = Latch()
+    results: list[bool] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(latch.wait_sync(5))) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    while latch.waiting() < 2:
+        time.sleep(0.001)
+    latch.release(1)
+    time.sleep(0.1)
+    assert results == [True]
+    latch.release(1)
+    for t in threads:
+        t.join(5)
+    assert results == [True, True]
+
+
+def test_a_permit_is_kept_for_the_next_wait_up_to_the_cap() -> None:
+    latch = Latch()
+    latch.release(5, cap=2)
+    assert latch.wait_sync(0)
+    assert latch.wait_sync(0)
+    assert not latch.wait_sync(0.01)
+
+
+def test_timeout_returns_false_and_leaves_no_waiter() -> None:
+    latch = Latch()
+    start = time.monotonic()
+    assert not latch.wait_sync(0.05)
+    assert time.monotonic() - start >= 0.05
+    assert latch.waiting() == 0
+
+
+def test_release_all_wakes_every_thread() -> None:
+    latch = Latch()
+    results: list[bool] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(latch.wait_sync(5))) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    while latch.waiting() < 4:
+        time.sleep(0.001)
+    latch.release_all()
+    for t in threads:
+        t.join(5)
+    assert results == [True] * 4
+    assert not latch.wait_sync(0)  # release_all keeps no permit
+
+
+def test_task_waiters_woken_from_another_thread() -> None:
+    async def main() -> list[bool]:
+        latch = Latch()
+        waiters = [asyncio.ensure_future(latch.wait_async(5)) for _ in range(3)]
+        while latch.waiting() < 3:
+            await asyncio.sleep(0.001)
+        threading.Thread(target=latch.release, args=(3,)).start()
+        return list(await asyncio.wait_for(asyncio.gather(*waiters), 5))
+
+    assert asyncio.run(main()) == [True, True, True]
+
+
+def test_task_waiter_timeout_and_permit() -> None:
+    async def main() -> None:
+        latch = Latch()
+        assert not await latch.wait_async(0.02)
+        assert latch.waiting() == 0
+        latch.release(1)
+        assert await latch.wait_async(None)
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_woken_task_passes_the_wake_up_on() -> None:
+    async def main() -> None:
+        latch = Latch()
+        first = asyncio.ensure_future(latch.wait_async(5))
+        second = asyncio.ensure_future(latch.wait_async(5))
+        while latch.waiting() < 2:
+            await asyncio.sleep(0.001)
+        latch.release(1)  # wakes `first` (scheduled, not yet run)...
+        first.cancel()  # ...which is cancelled before it sees it
+        assert await asyncio.wait_for(second, 5)
+        with pytest.raises(asyncio.CancelledError):
+            await first
+
+    asyncio.run(main())
+
+
+def test_signal_wakes_threads_and_tasks_and_stays_set() -> None:
+    signal = Signal()
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(signal.wait_sync(5)))
+    thread.start()
+
+    async def main() -> bool:
+        waiter = asyncio.ensure_future(signal.wait_async(5))
+        await asyncio.sleep(0.05)
+        signal.set()
+        return await waiter
+
+    assert asyncio.run(main())
+    thread.join(5)
+    assert results == [True]
+    assert signal.wait_sync(0)
+    assert signal.is_set
+
+
+def test_signal_timeout_and_error() -> None:
+    signal = Signal()
+    assert not signal.wait_sync(0.01)
+    signal.set(RuntimeError("closed"))
+    with pytest.raises(RuntimeError, match="closed"):
+        signal.wait_sync(1)
+    with pytest.raises(RuntimeError, match="closed"):
+        asyncio.run(signal.wait_async(1))

@@ -1,0 +1,129 @@
+"""Scripts, ids, stepping, errors and the generated sync face."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import re
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+import syncprims
+import syncprims.asyncio
+from syncprims import errors
+from syncprims._core.stepping import run
+from syncprims._protocol import scripts
+from syncprims._protocol.ids import new_client_id, new_request_id, owner_field
+
+ROOT = Path(__file__).resolve().parents[2]
+LUA = sorted(p.name for p in resources.files("syncprims._protocol").joinpath("lua").iterdir())
+
+
+@pytest.mark.parametrize("filename", LUA)
+def test_every_script_names_its_keys_argv_and_reply(filename: str) -> None:
+    source = resources.files("syncprims._protocol").joinpath("lua", filename).read_text("utf-8")
+    header = "\n".join(line for line in source.splitlines() if line.startswith("--"))
+    assert source.startswith("--")
+    assert "KEYS[" in header and "Reply" in header
+    for argv in set(re.findall(r"ARGV\[(\d+)\]", source.split("\n", 1)[1])):
+        if "ARGV[i" not in header:
+            assert f"ARGV[{argv}]" in header, f"{filename}: ARGV[{argv}] is not described"
+
+
+def test_script_sha_is_the_evalsha_digest() -> None:
+    script = scripts.LOCK_ACQUIRE
+    assert script.sha == hashlib.sha1(script.source.encode()).hexdigest()
+
+
+def test_ids() -> None:
+    client = new_client_id()
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", client
+    )
+    assert re.fullmatch(r"[0-9a-f]{32}", new_request_id())
+    assert new_request_id() != new_request_id()
+    assert owner_field(client, 42) == f"{client}:42"
+
+
+def test_stepping_returns_and_raises() -> None:
+    async def ok() -> int:
+        return 7
+
+    async def boom() -> None:
+        raise KeyError("x")
+
+    assert run(ok()) == 7
+    with pytest.raises(KeyError):
+        run(boom())
+
+
+def test_stepping_refuses_a_suspending_coroutine() -> None:
+    import asyncio
+
+    async def suspends() -> None:
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="internal error"):
+        run(suspends())
+
+
+def test_error_tree() -> None:
+    assert issubclass(errors.LockNotHeldError, errors.LockError)
+    assert issubclass(errors.LockNotHeldError, RuntimeError)
+    assert issubclass(errors.RedisTimeoutError, TimeoutError)
+    assert issubclass(errors.RedisConnectionError, ConnectionError)
+    assert issubclass(errors.ClientClosedError, RuntimeError)
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.SyncPrimsError)
+
+
+def test_generated_sync_face_is_fresh() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_sync.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _public_methods(cls: type) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if callable(value) and (
+                not name.startswith("_") or name in ("__enter__", "__aenter__")
+            ):
+                out.setdefault(name, list(inspect.signature(value).parameters))
+    if "__enter__" in out:
+        out["__aenter__"] = out.pop("__enter__")
+    return out
+
+
+@pytest.mark.parametrize("name", ["RLock", "RObject", "RExpirable", "Client"])
+def test_both_faces_have_the_same_names_and_signatures(name: str) -> None:
+    assert _public_methods(getattr(syncprims, name)) == _public_methods(
+        getattr(syncprims.asyncio, name)
+    )
+
+
+def test_core_and_leaves_never_import_asyncio_directly() -> None:
+    # The core awaits executor operations only; the leaves import neither asyncio nor redis.
+    for folder, banned in (("_core", {"asyncio"}), ("_protocol", {"asyncio", "redis"})):
+        for path in (ROOT / "syncprims" / folder).glob("*.py"):
+            if path.name == "owners.py":
+                continue  # the asyncio face's owner capture reads the current task
+            tree = ast.parse(path.read_text("utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = {node.module.split(".")[0]}
+                else:
+                    continue
+                assert not names & banned, f"{path.name} imports {names & banned}"

@@ -1,0 +1,65 @@
+"""Duration validation and back-off arithmetic."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import timedelta
+
+import pytest
+
+from syncprims._protocol.timing import equal_jitter_delay, lease_ms, to_seconds, wait_seconds
+
+
+def test_to_seconds_accepts_numbers_and_timedeltas() -> None:
+    assert to_seconds(2, "x") == 2.0
+    assert to_seconds(0.25, "x") == 0.25
+    assert to_seconds(timedelta(milliseconds=1500), "x") == 1.5
+    assert to_seconds(math.inf, "x") == math.inf
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (-1, ValueError, "must not be negative"),
+        (math.nan, ValueError, "NaN"),
+        ("1", TypeError, "seconds"),
+        (True, TypeError, "seconds"),
+        (None, TypeError, "seconds"),
+        (timedelta(seconds=-2), ValueError, "negative"),
+    ],
+)
+def test_to_seconds_rejects(value: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        to_seconds(value, "wait_time")
+
+
+def test_zero_allowed_only_when_asked() -> None:
+    assert to_seconds(0, "x") == 0.0
+    with pytest.raises(ValueError, match="greater than 0"):
+        to_seconds(0, "x", allow_zero=False)
+
+
+def test_lease_ms_rounds_up_and_refuses_zero_and_infinity() -> None:
+    assert lease_ms(10) == 10_000
+    assert lease_ms(0.0001) == 1
+    assert lease_ms(timedelta(seconds=1, microseconds=500)) == 1001
+    with pytest.raises(ValueError, match="greater than 0"):
+        lease_ms(0)
+    with pytest.raises(ValueError, match="finite"):
+        lease_ms(math.inf)
+
+
+def test_wait_seconds_none_means_no_wait() -> None:
+    assert wait_seconds(None) == 0.0
+    assert wait_seconds(3) == 3.0
+
+
+def test_equal_jitter_stays_within_bounds() -> None:
+    rng = random.Random(7)
+    for attempt in range(10):
+        e = min(0.1 * 2**attempt, 2.0)
+        for _ in range(50):
+            delay = equal_jitter_delay(attempt, 0.1, 2.0, rng)
+            assert e / 2 <= delay <= e
+    assert equal_jitter_delay(1000, 0.1, 2.0, rng) <= 2.0
