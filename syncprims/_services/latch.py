@@ -107,6 +107,11 @@ class Latch(_WaiterQueue):
                 permits = self._permits + n
                 self._permits = permits if cap is None else min(permits, cap)
 
+    def drain(self) -> None:
+        """Drop every kept permit."""
+        with self._mutex:
+            self._permits = 0
+
     def release_all(self) -> None:
         """Wake every waiter blocked now (no permit is kept)."""
         with self._mutex:

@@ -47,12 +47,11 @@ class ExecutorBase:
         self.config = config
         self.client_id = new_client_id()
         self.loop = ServiceLoop(f"syncprims-{self.client_id[:8]}")
-        spec = async_spec(config)
         # Commands of the services (renewals, latch deletion), on the services loop.
         self.service_connections = AsyncConnections(
-            spec, timeout=config.timeout, max_connections=None
+            async_spec(config), timeout=config.timeout, max_connections=None
         )
-        self.pubsub = PubSubRegistry(self.loop, spec, timeout=config.timeout)
+        self.pubsub = self._new_pubsub()
         self.watchdog = Watchdog(
             self.loop,
             self.service_connections,
@@ -63,6 +62,13 @@ class ExecutorBase:
         self.janitor = Janitor(self.loop, self.service_connections)
         self.closed = False
         _live.add(self)
+
+    def _new_pubsub(self) -> PubSubRegistry:
+        return PubSubRegistry(
+            sync_spec(self.config),
+            timeout=self.config.timeout,
+            name=f"syncprims-{self.client_id[:8]}",
+        )
 
     def subscribe(self, channel: str, policy: WakePolicy) -> Subscription:
         return self.pubsub.acquire(channel, policy)
@@ -80,16 +86,13 @@ class ExecutorBase:
         self.client_id = new_client_id()
         self.loop.forget()
         self.service_connections.forget()
-        self.pubsub = PubSubRegistry(
-            self.loop, async_spec(self.config), timeout=self.config.timeout
-        )
+        self.pubsub = self._new_pubsub()
         self.watchdog.forget()
         self.janitor.forget()
 
     async def _close_services(self) -> None:
-        """On the services loop: stop renewing, unsubscribe, delete pending latch keys."""
+        """On the services loop: stop renewing, delete pending latch keys."""
         self.watchdog.aclose()
-        await self.pubsub.aclose()
         keys = self.janitor.pending()
         if keys:
             try:
@@ -99,6 +102,7 @@ class ExecutorBase:
         await self.service_connections.aclose()
 
     def _close_services_blocking(self) -> None:
+        self.pubsub.close()
         if self.loop.started and not self.loop.in_loop_thread():
             try:
                 self.loop.run(self._close_services(), self.config.timeout + 2)
@@ -193,6 +197,7 @@ class AsyncExecutor(ExecutorBase):
             return
         self.closed = True
         await self.connections.drain(self.config.timeout)
+        await asyncio.get_running_loop().run_in_executor(None, self.pubsub.close)
         if self.loop.started:
             future = asyncio.run_coroutine_threadsafe(self._close_services(), self.loop.loop())
             try:
