@@ -196,7 +196,10 @@ class Config:
 
         Args:
             url: see :class:`SingleServer`.
-            username, password, db, tls: override what the URL says.
+            username: ACL user name; overrides the URL's.
+            password: password; overrides the URL's.
+            db: database number; overrides the URL's.
+            tls: TLS options for ``rediss://`` URLs.
             **options: any other :class:`Config` attribute (``lock_watchdog_timeout=10``...).
 
         Raises:
