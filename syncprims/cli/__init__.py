@@ -47,6 +47,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--threads", type=_positive_int, default=2, help="threads per process")
     demo.add_argument("--seconds", type=_positive_float, default=10.0)
     demo.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench = commands.add_parser(
+        "bench",
+        help="measure syncprims next to redis-py Lock, python-redis-lock and pottery",
+        description=(
+            "Runs the benchmark scenarios against the given server (or an embedded one), "
+            "peers side by side in one run, prints a table and the targets, and writes "
+            "results.json, table.md and chart.png under --out. Peers other than redis-py "
+            "need the bench extra: pip install 'syncprims[bench]'."
+        ),
+    )
+    bench.add_argument("--url", help="Redis URL (default: $REDIS_URL, else an embedded server)")
+    bench.add_argument(
+        "--scenario",
+        action="append",
+        choices=["uncontended", "handoff", "contended", "watchdog"],
+        help="run only this scenario (repeatable; default: all)",
+    )
+    bench.add_argument("--quick", action="store_true", help="fewer, shorter runs (~2 minutes)")
+    bench.add_argument(
+        "--out", default="bench-results", help="results folder (default: %(default)s)"
+    )
     return parser
 
 
@@ -57,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from syncprims.cli import demo
 
         return demo.main(args)
+    if args.command == "bench":
+        from syncprims import bench
+
+        return bench.main(args)
     return 2  # pragma: no cover - argparse enforces the choices
 
 

@@ -1,0 +1,261 @@
+"""``syncprims bench``: syncprims next to the libraries users would pick instead, in one run.
+
+Scenarios (each repeated; medians and min..max spread):
+
+1. ``uncontended``: acquire+release pairs/s from one thread (also 7: asyncio vs sync face);
+2. ``handoff``: release start in one process to acquire return in another, p50/p99;
+3. ``contended``: 4 processes x 2 threads on one lock: handoffs between workers per second;
+6. ``watchdog``: many locks held with the watchdog: CPU, renewals per round trip, leases kept.
+
+Results go to a folder (``results.json``, ``table.md`` and, with matplotlib, ``chart.png``).
+Speed is reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from syncprims.bench.scenarios import (
+    Row,
+    Settings,
+    contended,
+    handoff,
+    uncontended,
+    watchdog_scale,
+)
+
+__all__ = ["SCENARIOS", "main", "run"]
+
+SCENARIOS: dict[str, Callable[[list[str], Settings, Callable[[str], None]], list[Row]]] = {
+    "uncontended": uncontended,
+    "handoff": handoff,
+    "contended": contended,
+    "watchdog": watchdog_scale,
+}
+
+
+def _find(rows: list[Row], scenario: str, peer: str, metric: str) -> float | None:
+    for row in rows:
+        if (row.scenario, row.peer, row.metric) == (scenario, peer, metric):
+            return row.median
+    return None
+
+
+def _target(
+    name: str, value: float | None, reference: float | None, op: str, factor: float
+) -> dict[str, Any]:
+    if value is None or reference is None:
+        return {"target": name, "holds": None, "detail": "not measured"}
+    bound = reference * factor
+    holds = value >= bound if op == ">=" else value <= bound if op == "<=" else value < bound
+    ratio = value / reference if reference else float("inf")
+    return {
+        "target": name,
+        "holds": holds,
+        "detail": f"{value:,.3f} vs {bound:,.3f} (ratio {ratio:.2f})",
+    }
+
+
+def targets(rows: list[Row]) -> list[dict[str, Any]]:
+    """The issue's targets, each with whether it holds in this run."""
+    u = "uncontended"
+    sync = _find(rows, u, "syncprims", "pairs/s")
+    out = [
+        _target("uncontended >= 0.95 x raw EVALSHA floor", sync,
+                _find(rows, u, "raw EVALSHA floor", "pairs/s"), ">=", 0.95),
+        _target("uncontended >= 1.05 x redis-py Lock", sync,
+                _find(rows, u, "redis-py Lock", "pairs/s"), ">=", 1.05),
+        _target("asyncio face >= 0.8 x sync face",
+                _find(rows, u, "syncprims (asyncio)", "pairs/s"), sync, ">=", 0.8),
+        _target("handoff p50 < python-redis-lock", _find(rows, "handoff", "syncprims", "p50"),
+                _find(rows, "handoff", "python-redis-lock", "p50"), "<", 1.0),
+        _target("handoff p99 < python-redis-lock", _find(rows, "handoff", "syncprims", "p99"),
+                _find(rows, "handoff", "python-redis-lock", "p99"), "<", 1.0),
+        _target("handoff p50 <= 1.4 x BLPOP floor", _find(rows, "handoff", "syncprims", "p50"),
+                _find(rows, "handoff", "BLPOP floor", "p50"), "<=", 1.4),
+        _target("contended handoffs/s >= 1.3 x python-redis-lock",
+                _find(rows, "contended", "syncprims", "handoffs/s"),
+                _find(rows, "contended", "python-redis-lock", "handoffs/s"), ">=", 1.3),
+    ]  # fmt: skip
+    overlaps = [r for r in rows if r.metric == "overlaps" and r.peer == "syncprims"]
+    if overlaps:
+        out.append(
+            {
+                "target": "contended: no overlapping holds",
+                "holds": all(v == 0 for v in overlaps[0].runs),
+                "detail": f"overlaps per run: {list(overlaps[0].runs)}",
+            }
+        )
+    cpu = _find(rows, "watchdog", "syncprims", "services thread CPU")
+    if cpu is not None:
+        lost = _find(rows, "watchdog", "syncprims", "leases lost") or 0
+        held = _find(rows, "watchdog", "syncprims", "locks held")
+        alive = _find(rows, "watchdog", "syncprims", "still held at the end")
+        out.append(
+            {
+                "target": "watchdog: renewals on time with < 5% of one core, no lease lost",
+                "holds": cpu < 5 and lost == 0 and alive == held,
+                "detail": f"{cpu:.2f}% of a core; {alive:,.0f}/{held:,.0f} held; {lost:.0f} lost",
+            }
+        )
+    return out
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "ms":
+        return f"{value:.3f}"
+    if unit in ("ratio", "% of a core"):
+        return f"{value:.2f}"
+    return f"{value:,.0f}"
+
+
+def table(rows: list[Row]) -> str:
+    """A Markdown table of every row, with ratios to syncprims where they make sense."""
+    lines = ["| scenario | peer | metric | median | min..max | runs |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        lo, hi = row.spread
+        lines.append(
+            f"| {row.scenario} | {row.peer} | {row.metric} ({row.unit}) | "
+            f"{_fmt(row.median, row.unit)} | {_fmt(lo, row.unit)}..{_fmt(hi, row.unit)} | "
+            f"{len(row.runs)} |"
+        )
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    """Facts about this machine, for the report."""
+    import redis
+
+    from syncprims import __version__
+
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "redis-py": redis.__version__,
+        "syncprims": __version__,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def chart(rows: list[Row], path: Path) -> bool:
+    """Draw the main figures into a PNG; ``False`` when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    panels = [
+        ("uncontended", "pairs/s", "uncontended acquire+release pairs/s (higher is better)"),
+        ("handoff", "p50", "handoff p50, ms (lower is better)"),
+        ("handoff", "p99", "handoff p99, ms (lower is better)"),
+        ("contended", "handoffs/s", "contended: handoffs between workers/s (higher is better)"),
+    ]
+    panels = [p for p in panels if any((r.scenario, r.metric) == p[:2] for r in rows)]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
+    for ax, (scenario, metric, title) in zip(axes[:, 0], panels, strict=True):
+        chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
+        names = [r.peer for r in chosen]
+        medians = [r.median for r in chosen]
+        errors = [
+            [r.median - r.spread[0] for r in chosen],
+            [r.spread[1] - r.median for r in chosen],
+        ]
+        colors = ["tab:blue" if n.startswith("syncprims") else "tab:gray" for n in names]
+        ax.barh(names, medians, xerr=errors, color=colors)
+        if metric in ("p50", "p99"):
+            ax.set_xscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _verdict(holds: bool | None) -> str:
+    return "not measured" if holds is None else "holds" if holds else "DOES NOT HOLD"
+
+
+def run(
+    urls: list[str],
+    scenarios: list[str],
+    settings: Settings,
+    *,
+    out_dir: Path,
+    stream: TextIO,
+    servers: str,
+) -> dict[str, Any]:
+    """Run the scenarios and write the results; returns what was written to JSON."""
+
+    def progress(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    rows: list[Row] = []
+    started = time.monotonic()
+    for name in scenarios:
+        progress(f"[{time.monotonic() - started:6.1f} s] scenario {name}")
+        rows += SCENARIOS[name](urls, settings, progress)
+    goals = targets(rows)
+    result = {
+        "command": "syncprims bench " + " ".join(sys.argv[2:]),
+        "machine": machine(),
+        "servers": servers,
+        "settings": attrs.asdict(settings),
+        "seconds": time.monotonic() - started,
+        "rows": [r.as_dict() for r in rows],
+        "targets": goals,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(result, indent=2), "utf-8")
+    text = table(rows)
+    verdicts = "\n".join(f"- {_verdict(t['holds'])}: {t['target']} ({t['detail']})" for t in goals)
+    (out_dir / "table.md").write_text(f"{text}\n\nTargets:\n\n{verdicts}\n", "utf-8")
+    drew = chart(rows, out_dir / "chart.png")
+    print(f"\n{text}\n\nTargets:\n{verdicts}\n", file=stream)
+    print(
+        f"wrote {out_dir / 'results.json'}, {out_dir / 'table.md'}"
+        + (f", {out_dir / 'chart.png'}" if drew else " (no chart: matplotlib is not installed)")
+        + f" in {result['seconds']:.0f} s",
+        file=stream,
+    )
+    return result
+
+
+def main(args: Any) -> int:
+    """The ``bench`` subcommand."""
+    from syncprims._embedded import FakeServer, start_embedded
+
+    settings = Settings.fast() if args.quick else Settings.full()
+    scenarios = args.scenario or list(SCENARIOS)
+    embedded: list[Any] = []
+    url = args.url or os.environ.get("REDIS_URL")
+    try:
+        if url:
+            urls, servers = [url], url
+        else:
+            server = start_embedded()
+            embedded.append(server)
+            urls, servers = [server.url], f"embedded {server.description}"
+        if embedded and isinstance(embedded[0], FakeServer):
+            print("note: fakeredis is far slower than Redis: these figures say little")
+        print(f"syncprims bench on {servers}; scenarios: {', '.join(scenarios)}", flush=True)
+        out_dir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
+        run(urls, scenarios, settings, out_dir=out_dir, stream=sys.stdout, servers=servers)
+    finally:
+        for server in embedded:
+            server.stop()
+    return 0

@@ -1,0 +1,202 @@
+"""The libraries compared by ``syncprims bench``, behind one small blocking interface.
+
+A :class:`Peer` is named by a string so that worker processes (spawned) can build their own
+clients. Each peer's lock is used the way its documentation suggests, with a 30 s expiry:
+
+* ``syncprims``: ``RLock.lock()`` / ``unlock()`` (watchdog lease), pub/sub wake-ups;
+* ``redis-py Lock``: ``Redis.lock(name, timeout=30)``, default ``sleep=0.1`` polling;
+* ``python-redis-lock``: ``redis_lock.Lock(conn, name, expire=30)``, BLPOP wake-ups;
+* ``pottery Redlock``: ``Redlock(key=name, masters=..., auto_release_time=30)``, polling;
+* floors: two EVALSHA round trips (the raw cost of a script acquire + release), two PINGs,
+  and a one-token BLPOP/LPUSH list (the least any handoff through Redis can cost).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import redis
+
+from syncprims._protocol import scripts
+
+__all__ = ["PEERS", "BenchLock", "Peer", "available", "open_peer"]
+
+
+class BenchLock(Protocol):
+    """One lock of one peer, used by one thread."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class Session:
+    """A peer's clients in one process; ``lock(name)`` makes a lock, ``close()`` ends it."""
+
+    def __init__(self, make: Callable[[str], BenchLock], close: Callable[[], None]) -> None:
+        self.lock = make
+        self.close = close
+
+
+class Peer:
+    """A library (or a floor) to measure."""
+
+    def __init__(self, name: str, requires: str | None, masters: int = 1) -> None:
+        self.name = name
+        self.requires = requires
+        self.masters = masters
+
+    def __repr__(self) -> str:
+        return f"<Peer {self.name}>"
+
+
+PEERS = {
+    p.name: p
+    for p in [
+        Peer("syncprims", None),
+        Peer("redis-py Lock", None),
+        Peer("python-redis-lock", "redis_lock"),
+        Peer("pottery Redlock", "pottery"),
+        Peer("pottery Redlock x5", "pottery", masters=5),
+        Peer("raw EVALSHA floor", None),
+        Peer("PING floor", None),
+        Peer("BLPOP floor", None),
+    ]
+}
+
+
+def available(name: str) -> bool:
+    """Whether the peer's library is installed (the ``[bench]`` extra)."""
+    required = PEERS[name].requires
+    return required is None or importlib.util.find_spec(required) is not None
+
+
+class _SyncprimsLock:
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+
+    def acquire(self) -> None:
+        self._lock.lock()
+
+    def release(self) -> None:
+        self._lock.unlock()
+
+
+class _RedisPyLock:
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        self._lock = client.lock(name, timeout=30)
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class _PythonRedisLock:
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        self._client = client
+        self._name = name
+        self._lock: Any = None
+
+    def acquire(self) -> None:
+        import redis_lock
+
+        self._lock = redis_lock.Lock(self._client, self._name, expire=30)
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class _Pottery:
+    def __init__(self, masters: list[redis.Redis], name: str) -> None:
+        from pottery import Redlock
+
+        self._lock = Redlock(key=name, masters=set(masters), auto_release_time=30)
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class _RawFloor:
+    """Two EVALSHA round trips with redis-py's client: the raw cost of acquire + release."""
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        self._client = client
+        self._name = name
+        self._acquire = client.script_load(scripts.LOCK_ACQUIRE.source)
+        self._release = client.script_load(scripts.LOCK_UNLOCK.source)
+
+    def acquire(self) -> None:
+        self._client.evalsha(self._acquire, 1, self._name, 30_000, "floor:1")
+
+    def release(self) -> None:
+        self._client.evalsha(
+            self._release, 3, self._name, "floor-channel", "floor-latch",
+            "0", 30_000, "floor:1", "PUBLISH", 1,
+        )  # fmt: skip
+
+
+class _PingFloor:
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+
+    def acquire(self) -> None:
+        self._client.ping()
+
+    def release(self) -> None:
+        self._client.ping()
+
+
+class _BlpopFloor:
+    """A one-token list: acquire = BLPOP, release = LPUSH."""
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        self._client = client
+        self._name = name
+
+    def acquire(self) -> None:
+        self._client.blpop([self._name], 30)
+
+    def release(self) -> None:
+        self._client.lpush(self._name, 1)
+
+
+def open_peer(name: str, urls: list[str]) -> Session:
+    """Build ``name``'s clients in this process (``urls[0]``; pottery x5 uses five).
+
+    Raises:
+        KeyError: unknown peer.
+        ImportError: the peer's library is not installed.
+    """
+    peer = PEERS[name]
+    if name == "syncprims":
+        import syncprims
+
+        client = syncprims.connect(urls[0])
+        return Session(lambda n: _SyncprimsLock(client.get_lock(n)), client.shutdown)
+    raws = [redis.Redis.from_url(u) for u in urls[: peer.masters]]
+    if len(raws) < peer.masters:
+        raise ValueError(f"{name} needs {peer.masters} Redis masters, got {len(raws)}")
+
+    def close() -> None:
+        for r in raws:
+            r.close()
+
+    first = raws[0]
+    makers: dict[str, Callable[[str], BenchLock]] = {
+        "redis-py Lock": lambda n: _RedisPyLock(first, n),
+        "python-redis-lock": lambda n: _PythonRedisLock(first, n),
+        "pottery Redlock": lambda n: _Pottery(raws, n),
+        "pottery Redlock x5": lambda n: _Pottery(raws, n),
+        "raw EVALSHA floor": lambda n: _RawFloor(first, n),
+        "PING floor": lambda n: _PingFloor(first),
+        "BLPOP floor": lambda n: _BlpopFloor(first, n),
+    }
+    return Session(makers[name], close)

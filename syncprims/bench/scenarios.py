@@ -1,0 +1,449 @@
+"""The benchmark scenarios of ``syncprims bench``.
+
+Every scenario repeats its measurement (``Settings.repeats`` runs) and, within each repeat,
+runs every peer one after another, so that the machine's noise hits them alike; the report
+gives the median and the spread (min..max) of the runs. Nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from syncprims.bench.peers import available, open_peer
+from syncprims.cli.demo import Hold, analyse
+
+__all__ = ["Row", "Settings", "contended", "handoff", "uncontended", "watchdog_scale"]
+
+Progress = Callable[[str], None]
+
+
+@attrs.frozen
+class Settings:
+    """How long and how often to measure."""
+
+    quick: bool
+    repeats: int
+    seconds: float  # uncontended measuring window per run
+    rounds: int  # handoff rounds per run (peers that wake up by message)
+    polling_rounds: int  # handoff rounds per run for peers that poll (~100 ms per round)
+    contended_seconds: float
+    watchdog_locks: int
+    watchdog_seconds: float
+    watchdog_timeout: float
+
+    @classmethod
+    def full(cls) -> Settings:
+        """The full run (about 10 minutes)."""
+        return cls(False, 5, 2.0, 300, 30, 5.0, 10_000, 60.0, 30.0)
+
+    @classmethod
+    def fast(cls) -> Settings:
+        """``--quick`` (about 2 minutes): fewer, shorter runs."""
+        return cls(True, 3, 0.5, 100, 10, 2.0, 2_000, 12.0, 3.0)
+
+
+@attrs.frozen
+class Row:
+    """One peer's figure in one scenario: the per-run values and their summary."""
+
+    scenario: str
+    peer: str
+    metric: str
+    unit: str
+    runs: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The median of the runs."""
+        return statistics.median(self.runs) if self.runs else float("nan")
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """(min, max) of the runs."""
+        return (min(self.runs), max(self.runs)) if self.runs else (float("nan"), float("nan"))
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "scenario": self.scenario,
+            "peer": self.peer,
+            "metric": self.metric,
+            "unit": self.unit,
+            "median": self.median,
+            "min": self.spread[0],
+            "max": self.spread[1],
+            "runs": list(self.runs),
+        }
+
+
+def _present(peers: list[str], progress: Progress) -> list[str]:
+    out = []
+    for peer in peers:
+        if available(peer):
+            out.append(peer)
+        else:
+            progress(f"  skipping {peer}: not installed (pip install 'syncprims[bench]')")
+    return out
+
+
+def _key(prefix: str) -> str:
+    return f"bench:{prefix}:{uuid.uuid4().hex[:8]}"
+
+
+# -- 1 and 7: uncontended pairs per second ----------------------------------------------------
+
+
+def _pairs_per_second(
+    acquire: Callable[[], None], release: Callable[[], None], seconds: float
+) -> float:
+    for _ in range(200):  # warm up: connections, script cache
+        acquire()
+        release()
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(50):
+            acquire()
+            release()
+        count += 50
+        now = time.perf_counter()
+        if now >= deadline:
+            return count / (now - start)
+
+
+def _async_pairs_per_second(url: str, seconds: float) -> float:
+    import syncprims.asyncio
+
+    async def main() -> float:
+        client = await syncprims.asyncio.connect(url)
+        lock = client.get_lock(_key("async"))
+        for _ in range(200):
+            await lock.lock()
+            await lock.unlock()
+        count = 0
+        start = time.perf_counter()
+        deadline = start + seconds
+        while True:
+            for _ in range(50):
+                await lock.lock()
+                await lock.unlock()
+            count += 50
+            now = time.perf_counter()
+            if now >= deadline:
+                await client.shutdown()
+                return count / (now - start)
+
+    return asyncio.run(main())
+
+
+UNCONTENDED = [
+    "syncprims",
+    "syncprims (asyncio)",
+    "raw EVALSHA floor",
+    "PING floor",
+    "redis-py Lock",
+    "python-redis-lock",
+    "pottery Redlock",
+]
+
+
+def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenarios 1 and 7: acquire+release pairs per second from one thread, no contention."""
+    peers = ["syncprims", "syncprims (asyncio)"]
+    peers += _present([p for p in UNCONTENDED if p not in peers], progress)
+    runs: dict[str, list[float]] = {p: [] for p in peers}
+    for repeat in range(settings.repeats):
+        for peer in peers:
+            if peer == "syncprims (asyncio)":
+                rate = _async_pairs_per_second(urls[0], settings.seconds)
+            else:
+                session = open_peer(peer, urls)
+                lock = session.lock(_key("u"))
+                rate = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
+                session.close()
+            runs[peer].append(rate)
+            progress(
+                f"  uncontended  run {repeat + 1}/{settings.repeats}  {peer:<22} "
+                f"{rate:>9,.0f} pairs/s"
+            )
+    return [Row("uncontended", p, "pairs/s", "1/s", tuple(v)) for p, v in runs.items()]
+
+
+# -- 2: handoff latency between two processes ----------------------------------------------------
+
+
+POLLING = {"redis-py Lock", "pottery Redlock"}
+HANDOFF = ["syncprims", "python-redis-lock", "BLPOP floor", "redis-py Lock", "pottery Redlock"]
+
+
+def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any) -> None:
+    session = open_peer(peer, urls)
+    lock = session.lock(key)
+    token = peer == "BLPOP floor"
+    acquired: list[int] = []
+    pipe.send("ready")
+    for _ in range(rounds):
+        pipe.recv()  # the holder holds the lock now
+        lock.acquire()
+        acquired.append(time.monotonic_ns())
+        if not token:
+            lock.release()
+        pipe.send("done")
+    pipe.send(acquired)
+    session.close()
+
+
+def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, float]:
+    ctx = multiprocessing.get_context("spawn")
+    key = _key("h")
+    session = open_peer(peer, urls)
+    lock = session.lock(key)
+    token = peer == "BLPOP floor"
+    here, there = ctx.Pipe()
+    waiter = ctx.Process(target=_handoff_waiter, args=(peer, urls, key, rounds, there), daemon=True)
+    waiter.start()
+    try:
+        if not here.poll(60):
+            raise RuntimeError(f"{peer}: the waiter process did not start")
+        here.recv()
+        released: list[int] = []
+        for _ in range(rounds):
+            if not token:
+                lock.acquire()
+            here.send("go")
+            time.sleep(0.002)  # the waiter is blocked in acquire by now
+            released.append(time.monotonic_ns())
+            lock.release()
+            if not here.poll(30):
+                raise RuntimeError(f"{peer}: a handoff took more than 30 s")
+            here.recv()
+        acquired = here.recv()
+    finally:
+        waiter.join(10)
+        if waiter.is_alive():
+            waiter.kill()
+        session.close()
+    latencies = sorted((a - r) / 1e6 for a, r in zip(acquired, released, strict=True))
+    return _quantile(latencies, 0.5), _quantile(latencies, 0.99)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
+
+
+def handoff(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenario 2: release start (one process) to acquire return (another), p50 and p99."""
+    peers = _present(HANDOFF, progress)
+    p50: dict[str, list[float]] = {p: [] for p in peers}
+    p99: dict[str, list[float]] = {p: [] for p in peers}
+    for repeat in range(settings.repeats):
+        for peer in peers:
+            rounds = settings.polling_rounds if peer in POLLING else settings.rounds
+            a, b = _one_handoff_run(peer, urls, rounds)
+            p50[peer].append(a)
+            p99[peer].append(b)
+            progress(
+                f"  handoff      run {repeat + 1}/{settings.repeats}  {peer:<22} "
+                f"p50 {a:8.3f} ms  p99 {b:8.3f} ms"
+            )
+    rows = [Row("handoff", p, "p50", "ms", tuple(v)) for p, v in p50.items()]
+    rows += [Row("handoff", p, "p99", "ms", tuple(v)) for p, v in p99.items()]
+    return rows
+
+
+# -- 3: contended throughput ---------------------------------------------------------------------
+
+
+CONTENDED = ["syncprims", "python-redis-lock", "redis-py Lock", "pottery Redlock"]
+
+
+@attrs.frozen
+class _Contender:
+    peer: str
+    urls: list[str]
+    key: str
+    worker: int
+    threads: int
+    seconds: float
+
+
+def _contender(job: _Contender, ready: Any, start: Any, out: Any) -> None:
+    peer, urls, key, worker, threads, seconds = attrs.astuple(job, recurse=False)
+    session = open_peer(peer, urls)
+    holds: list[tuple[int, int, int, int]] = []
+    mutex = threading.Lock()
+
+    def run(thread: int) -> None:
+        lock = session.lock(key)
+        local = []
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            lock.acquire()
+            acquired = time.monotonic_ns()
+            released = time.monotonic_ns()
+            lock.release()
+            local.append((worker, thread, acquired, released))
+        with mutex:
+            holds.extend(local)
+
+    ready.release()
+    start.wait()
+    pool = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(holds)
+    session.close()
+
+
+def _one_contended_run(
+    peer: str, urls: list[str], seconds: float, processes: int = 4, threads: int = 2
+) -> tuple[float, float, int]:
+    ctx = multiprocessing.get_context("spawn")
+    key = _key("c")
+    ready, start, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    workers = [
+        ctx.Process(
+            target=_contender,
+            args=(_Contender(peer, urls, key, w, threads, seconds), ready, start, out),
+            daemon=True,
+        )
+        for w in range(processes)
+    ]
+    for p in workers:
+        p.start()
+    for _ in workers:
+        if not ready.acquire(timeout=60):
+            raise RuntimeError(f"{peer}: a worker process did not start")
+    start.set()
+    batches = [out.get(timeout=seconds + 60) for _ in workers]
+    for p in workers:
+        p.join(10)
+    holds = [Hold(*h) for batch in batches for h in batch]
+    overlaps, handoffs = analyse(holds)
+    return len(handoffs) / seconds, len(holds) / seconds, overlaps
+
+
+def contended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenario 3: 4 processes x 2 threads on one lock: handoffs between workers per second.
+
+    A handoff is the lock passing to a *different* worker; re-acquisitions by the releaser
+    are counted in acquisitions/s only. Any overlap of two holds is reported (and is a bug).
+    """
+    peers = _present(CONTENDED, progress)
+    handoffs: dict[str, list[float]] = {p: [] for p in peers}
+    acquisitions: dict[str, list[float]] = {p: [] for p in peers}
+    overlaps: dict[str, list[float]] = {p: [] for p in peers}
+    for repeat in range(settings.repeats):
+        for peer in peers:
+            h, a, o = _one_contended_run(peer, urls, settings.contended_seconds)
+            handoffs[peer].append(h)
+            acquisitions[peer].append(a)
+            overlaps[peer].append(o)
+            progress(
+                f"  contended    run {repeat + 1}/{settings.repeats}  {peer:<22} "
+                f"{h:8,.0f} handoffs/s  {a:8,.0f} acquisitions/s  overlaps {o}"
+            )
+    rows = [Row("contended", p, "handoffs/s", "1/s", tuple(v)) for p, v in handoffs.items()]
+    rows += [
+        Row("contended", p, "acquisitions/s", "1/s", tuple(v)) for p, v in acquisitions.items()
+    ]
+    rows += [Row("contended", p, "overlaps", "count", tuple(v)) for p, v in overlaps.items()]
+    return rows
+
+
+# -- 6: watchdog scale ----------------------------------------------------------------------------
+
+
+def _thread_cpu(thread: threading.Thread | None) -> float:
+    if thread is None or thread.ident is None:
+        return 0.0
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except (AttributeError, OSError):  # not Linux, or the thread is gone
+        return 0.0
+
+
+def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
+    import redis
+
+    import syncprims
+
+    client = syncprims.connect(url, lock_watchdog_timeout=settings.watchdog_timeout)
+    prefix = _key("wd")
+    names = [f"{prefix}:{i}" for i in range(settings.watchdog_locks)]
+    for name in names:
+        client.get_lock(name).lock()
+    watchdog = client._ex.watchdog
+    services = client._ex.loop._thread
+    renewed0, trips0 = watchdog.renewed, watchdog.round_trips
+    cpu0, thread_cpu0, wall0 = time.process_time(), _thread_cpu(services), time.monotonic()
+    time.sleep(settings.watchdog_seconds)
+    wall = time.monotonic() - wall0
+    cpu = time.process_time() - cpu0
+    thread_cpu = _thread_cpu(services) - thread_cpu0
+    renewed, trips = watchdog.renewed - renewed0, watchdog.round_trips - trips0
+    raw = redis.Redis.from_url(url)
+    pipe = raw.pipeline(transaction=False)
+    for name in names:
+        pipe.pttl(name)
+    ttls = pipe.execute()
+    alive = sum(1 for t in ttls if t > 0)
+    raw.delete(*names)
+    raw.close()
+    out.put(
+        {
+            "locks": len(names),
+            "alive": alive,
+            "lost": watchdog.lost,
+            "renewals": renewed,
+            "round_trips": trips,
+            "services_cpu_percent": 100 * thread_cpu / wall,
+            "process_cpu_percent": 100 * cpu / wall,
+            "seconds": wall,
+        }
+    )
+    client.shutdown()
+
+
+def watchdog_scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenario 6: N locks held with the watchdog in one process; CPU, batching, leases kept."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_watchdog_child, args=(urls[0], settings, out), daemon=True)
+    progress(
+        f"  watchdog     {settings.watchdog_locks:,} locks held for "
+        f"{settings.watchdog_seconds:g} s (watchdog timeout {settings.watchdog_timeout:g} s)"
+    )
+    child.start()
+    result = out.get(timeout=settings.watchdog_seconds + 300)
+    child.join(30)
+    per_trip = result["renewals"] / result["round_trips"] if result["round_trips"] else 0.0
+    progress(
+        f"  watchdog     renewals {result['renewals']:,} in {result['round_trips']:,} round trips "
+        f"({per_trip:.1f} per trip), services thread CPU {result['services_cpu_percent']:.2f}% "
+        f"of a core, alive {result['alive']:,}/{result['locks']:,}, lost {result['lost']}"
+    )
+    rows = [
+        Row("watchdog", "syncprims", "locks held", "count", (float(result["locks"]),)),
+        Row("watchdog", "syncprims", "still held at the end", "count", (float(result["alive"]),)),
+        Row("watchdog", "syncprims", "leases lost", "count", (float(result["lost"]),)),
+        Row("watchdog", "syncprims", "renewals", "count", (float(result["renewals"]),)),
+        Row("watchdog", "syncprims", "renewals per round trip", "ratio", (per_trip,)),
+        Row("watchdog", "syncprims", "services thread CPU", "% of a core",
+            (result["services_cpu_percent"],)),
+        Row("watchdog", "syncprims", "process CPU", "% of a core",
+            (result["process_cpu_percent"],)),
+    ]  # fmt: skip
+    return rows

@@ -1,0 +1,75 @@
+"""The benchmark harness runs and measures what it says (tiny settings; no speed asserted)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from syncprims._embedded import RedisServer
+from syncprims.bench import run, targets
+from syncprims.bench.scenarios import Row, Settings, contended, handoff, uncontended, watchdog_scale
+
+TINY = Settings(
+    quick=True,
+    repeats=1,
+    seconds=0.1,
+    rounds=5,
+    polling_rounds=2,
+    contended_seconds=0.5,
+    watchdog_locks=50,
+    watchdog_seconds=1.5,
+    watchdog_timeout=0.6,
+)
+
+
+def _rows_by_peer(rows: list[Row]) -> dict[tuple[str, str], Row]:
+    return {(r.peer, r.metric): r for r in rows}
+
+
+@pytest.mark.slow
+def test_scenarios_produce_rows(redis_server: RedisServer) -> None:
+    urls = [redis_server.url]
+    lines: list[str] = []
+    rows = uncontended(urls, TINY, lines.append)
+    found = _rows_by_peer(rows)
+    for peer in ("syncprims", "syncprims (asyncio)", "raw EVALSHA floor", "redis-py Lock"):
+        assert found[(peer, "pairs/s")].median > 0
+    rows = handoff(urls, TINY, lines.append)
+    found = _rows_by_peer(rows)
+    assert found[("syncprims", "p50")].median > 0
+    assert found[("BLPOP floor", "p99")].median > 0
+    rows = contended(urls, TINY, lines.append)
+    found = _rows_by_peer(rows)
+    assert max(found[("syncprims", "overlaps")].runs) == 0
+    assert found[("syncprims", "acquisitions/s")].median > 0
+    rows = watchdog_scale(urls, TINY, lines.append)
+    found = _rows_by_peer(rows)
+    assert found[("syncprims", "still held at the end")].median == 50
+    assert found[("syncprims", "leases lost")].median == 0
+    assert found[("syncprims", "renewals")].median >= 50
+    assert any("pairs/s" in line for line in lines)
+
+
+def test_run_writes_results_and_evaluates_targets(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    sink = io.StringIO()
+    result = run(
+        [redis_server.url],
+        ["uncontended"],
+        TINY,
+        out_dir=tmp_path,
+        stream=sink,
+        servers=redis_server.description,
+    )
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["rows"] == result["rows"]
+    assert (tmp_path / "table.md").read_text().startswith("| scenario |")
+    by_name = {t["target"]: t for t in data["targets"]}
+    assert by_name["asyncio face >= 0.8 x sync face"]["holds"] in (True, False)
+    assert by_name["handoff p50 < python-redis-lock"]["holds"] is None  # not measured here
+    assert "pairs/s" in sink.getvalue()
+    assert targets([]) and all(t["holds"] is None for t in targets([]))
