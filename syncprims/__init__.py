@@ -12,7 +12,7 @@ asyncio. Start with :func:`connect`::
 
 from syncprims import errors
 from syncprims._sync._client import Client, connect
-from syncprims._sync._lock import RLock
+from syncprims._sync._lock import FairLock, RLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims.config import TLS, Config, SingleServer
 from syncprims.errors import (
@@ -34,6 +34,7 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "Config",
+    "FairLock",
     "LockError",
     "LockLostError",
     "LockNotHeldError",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from syncprims._embedded import FakeServer, RedisServer
-from tests.harness import Face
+from tests.harness import Face, MakeLock
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -73,6 +73,18 @@ def real_url(redis_server: RedisServer) -> str:
 @pytest.fixture(params=["sync", "async"])
 def face(request: pytest.FixtureRequest) -> Face:
     return Face(request.param)
+
+
+LOCK_KINDS = {
+    "rlock": lambda client, name: client.get_lock(name),
+    "fair": lambda client, name: client.get_fair_lock(name),
+}
+
+
+@pytest.fixture(params=list(LOCK_KINDS))
+def make_lock(request: pytest.FixtureRequest) -> MakeLock:
+    """Every lock kind that behaves like an RLock (the generic lock tests run on each)."""
+    return LOCK_KINDS[request.param]
 
 
 @pytest.fixture

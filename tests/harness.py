@@ -20,7 +20,10 @@ import redis.client
 import syncprims
 import syncprims.asyncio
 
-__all__ = ["Actor", "Face", "raw_command", "raw_pubsub", "within"]
+__all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "within"]
+
+MakeLock = Callable[[Any, str], Any]
+"""Makes a lock of the kind under test: ``make_lock(client, name)``."""
 
 
 def raw_command(client: redis.Redis, *args: str | int) -> Any:

@@ -17,12 +17,12 @@ import pytest
 
 import syncprims
 from syncprims import LockNotHeldError
-from tests.harness import Face, within
+from tests.harness import Face, MakeLock, within
 
 
-async def test_try_lock_and_unlock(face: Face, url: str, name: str) -> None:
+async def test_try_lock_and_unlock(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     assert lock.name == name
     assert not await a(lock.is_locked)
@@ -34,9 +34,9 @@ async def test_try_lock_and_unlock(face: Face, url: str, name: str) -> None:
     assert not await a(lock.is_held_by_current_thread)
 
 
-async def test_reentrant_hold_count(face: Face, url: str, name: str) -> None:
+async def test_reentrant_hold_count(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     assert await a(lock.try_lock)
     assert await a(lock.try_lock, wait_time=1)
@@ -51,9 +51,11 @@ async def test_reentrant_hold_count(face: Face, url: str, name: str) -> None:
     assert not await a(lock.is_locked)
 
 
-async def test_unlock_by_another_owner_raises(face: Face, url: str, name: str) -> None:
+async def test_unlock_by_another_owner_raises(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     with pytest.raises(LockNotHeldError) as info:
@@ -66,15 +68,19 @@ async def test_unlock_by_another_owner_raises(face: Face, url: str, name: str) -
     await a(lock.unlock)
 
 
-async def test_unlock_of_a_free_lock_raises(face: Face, url: str, name: str) -> None:
+async def test_unlock_of_a_free_lock_raises(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
     with pytest.raises(LockNotHeldError):
-        await face.actor()(client.get_lock(name).unlock)
+        await face.actor()(make_lock(client, name).unlock)
 
 
-async def test_try_lock_without_wait_fails_at_once(face: Face, url: str, name: str) -> None:
+async def test_try_lock_without_wait_fails_at_once(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     start = time.monotonic()
@@ -85,9 +91,11 @@ async def test_try_lock_without_wait_fails_at_once(face: Face, url: str, name: s
     await a(lock.unlock)
 
 
-async def test_try_lock_wait_time_bounds(face: Face, url: str, name: str) -> None:
+async def test_try_lock_wait_time_bounds(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     start = time.monotonic()
@@ -100,10 +108,12 @@ async def test_try_lock_wait_time_bounds(face: Face, url: str, name: str) -> Non
     await a(lock.unlock)
 
 
-async def test_waiter_is_woken_by_unlock(face: Face, url: str, name: str) -> None:
+async def test_waiter_is_woken_by_unlock(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     # The holder's lease is the 30 s watchdog: only the unlock message can wake the waiter fast.
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     waiter = asyncio.ensure_future(b(lock.try_lock, wait_time=20))
@@ -117,9 +127,11 @@ async def test_waiter_is_woken_by_unlock(face: Face, url: str, name: str) -> Non
     await b(lock.unlock)
 
 
-async def test_lock_waits_until_released(face: Face, url: str, name: str) -> None:
+async def test_lock_waits_until_released(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     waiter = asyncio.ensure_future(b(lock.lock))
@@ -131,9 +143,11 @@ async def test_lock_waits_until_released(face: Face, url: str, name: str) -> Non
     await b(lock.unlock)
 
 
-async def test_force_unlock_wakes_waiters(face: Face, url: str, name: str) -> None:
+async def test_force_unlock_wakes_waiters(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b, c = face.actor(), face.actor(), face.actor()
     await a(lock.lock)
     waiter = asyncio.ensure_future(b(lock.try_lock, wait_time=20))
@@ -148,14 +162,16 @@ async def test_force_unlock_wakes_waiters(face: Face, url: str, name: str) -> No
         await a(lock.unlock)
 
 
-async def test_force_unlock_of_free_lock_is_false(face: Face, url: str, name: str) -> None:
+async def test_force_unlock_of_free_lock_is_false(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    assert not await face.actor()(client.get_lock(name).force_unlock)
+    assert not await face.actor()(make_lock(client, name).force_unlock)
 
 
-async def test_delete_is_force_unlock(face: Face, url: str, name: str) -> None:
+async def test_delete_is_force_unlock(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock)
     assert await a(lock.delete)
@@ -163,9 +179,11 @@ async def test_delete_is_force_unlock(face: Face, url: str, name: str) -> None:
     assert not await a(lock.delete)
 
 
-async def test_lease_expires_and_unlock_then_raises(face: Face, url: str, name: str) -> None:
+async def test_lease_expires_and_unlock_then_raises(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     assert await a(lock.try_lock, lease_time=0.3)
     ttl = await a(lock.remain_time_to_live)
@@ -178,10 +196,12 @@ async def test_lease_expires_and_unlock_then_raises(face: Face, url: str, name: 
     await b(lock.unlock)
 
 
-async def test_waiter_gets_lock_when_lease_runs_out(face: Face, url: str, name: str) -> None:
+async def test_waiter_gets_lock_when_lease_runs_out(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     # Expiry publishes nothing: the waiter's wait is bounded by the holder's TTL.
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     assert await a(lock.try_lock, lease_time=0.5)
     start = time.monotonic()
@@ -190,18 +210,22 @@ async def test_waiter_gets_lock_when_lease_runs_out(face: Face, url: str, name: 
     await b(lock.unlock)
 
 
-async def test_explicit_lease_is_not_renewed(face: Face, url: str, name: str) -> None:
+async def test_explicit_lease_is_not_renewed(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url, lock_watchdog_timeout=0.6)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock, lease_time=0.4)
     await asyncio.sleep(0.8)
     assert not await a(lock.is_locked)
 
 
-async def test_watchdog_keeps_lock_past_its_timeout(face: Face, url: str, name: str) -> None:
+async def test_watchdog_keeps_lock_past_its_timeout(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url, lock_watchdog_timeout=0.6)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock)
     await asyncio.sleep(1.8)  # three watchdog timeouts
@@ -213,10 +237,10 @@ async def test_watchdog_keeps_lock_past_its_timeout(face: Face, url: str, name: 
 
 
 async def test_watchdog_keeps_reentrant_lock_until_last_unlock(
-    face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, url: str, name: str
 ) -> None:
     client = await face.connect(url, lock_watchdog_timeout=0.6)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock)
     await a(lock.lock)
@@ -229,11 +253,11 @@ async def test_watchdog_keeps_reentrant_lock_until_last_unlock(
 
 
 async def test_watchdog_stops_and_reports_a_lost_lock(
-    face: Face, url: str, name: str, caplog: pytest.LogCaptureFixture
+    make_lock: MakeLock, face: Face, url: str, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = await face.connect(url, lock_watchdog_timeout=0.6)
     other = await face.connect(url)  # another process, say
-    lock, their_lock = client.get_lock(name), other.get_lock(name)
+    lock, their_lock = make_lock(client, name), make_lock(other, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     with caplog.at_level("WARNING", logger="syncprims.watchdog"):
@@ -247,9 +271,9 @@ async def test_watchdog_stops_and_reports_a_lost_lock(
     await b(their_lock.unlock)
 
 
-async def test_context_manager(face: Face, url: str, name: str) -> None:
+async def test_context_manager(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
 
     if face.is_async:
@@ -270,9 +294,11 @@ async def test_context_manager(face: Face, url: str, name: str) -> None:
     assert not await a(lock.is_locked)
 
 
-async def test_context_manager_releases_on_error(face: Face, url: str, name: str) -> None:
+async def test_context_manager_releases_on_error(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
 
     if face.is_async:
 
@@ -291,9 +317,9 @@ async def test_context_manager_releases_on_error(face: Face, url: str, name: str
     assert not await face.call(lock.is_locked)
 
 
-async def test_threading_protocol(face: Face, url: str, name: str) -> None:
+async def test_threading_protocol(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     assert await a(lock.acquire)
     assert await a(lock.locked)
@@ -325,10 +351,16 @@ async def test_threading_protocol(face: Face, url: str, name: str) -> None:
     ],
 )
 async def test_bad_durations_change_nothing(
-    face: Face, url: str, name: str, kwargs: dict[str, Any], error: type[Exception]
+    make_lock: MakeLock,
+    face: Face,
+    *,
+    url: str,
+    name: str,
+    kwargs: dict[str, Any],
+    error: type[Exception],
 ) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     with pytest.raises(error):
         await a(lock.try_lock, **kwargs)
@@ -340,15 +372,17 @@ async def test_bad_durations_change_nothing(
 
 
 @pytest.mark.parametrize(("bad", "error"), [("", ValueError), (5, TypeError), (b"x", TypeError)])
-async def test_bad_names(face: Face, url: str, bad: Any, error: type[Exception]) -> None:
+async def test_bad_names(
+    make_lock: MakeLock, face: Face, url: str, bad: Any, error: type[Exception]
+) -> None:
     client = await face.connect(url)
     with pytest.raises(error):
-        client.get_lock(bad)
+        make_lock(client, bad)
 
 
-async def test_is_held_by_thread(face: Face, url: str, name: str) -> None:
+async def test_is_held_by_thread(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock)
     # the owner id of actor a, as seen from inside a
@@ -370,23 +404,27 @@ async def test_is_held_by_thread(face: Face, url: str, name: str) -> None:
     assert not await face.call(lock.is_held_by_thread, owner)
 
 
-async def test_two_clients_exclude_each_other(face: Face, url: str, name: str) -> None:
+async def test_two_clients_exclude_each_other(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     first, second = await face.connect(url), await face.connect(url)
     assert first.id != second.id
     a = face.actor()
     # The same owner (thread or task) through two clients is two different owners.
-    assert await a(first.get_lock(name).try_lock)
-    assert not await a(second.get_lock(name).try_lock)
+    assert await a(make_lock(first, name).try_lock)
+    assert not await a(make_lock(second, name).try_lock)
     with pytest.raises(LockNotHeldError):
-        await a(second.get_lock(name).unlock)
-    await a(first.get_lock(name).unlock)
-    assert await a(second.get_lock(name).try_lock)
-    await a(second.get_lock(name).unlock)
+        await a(make_lock(second, name).unlock)
+    await a(make_lock(first, name).unlock)
+    assert await a(make_lock(second, name).try_lock)
+    await a(make_lock(second, name).unlock)
 
 
-async def test_expirable_operations_on_a_lock(face: Face, url: str, name: str) -> None:
+async def test_expirable_operations_on_a_lock(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     assert await a(lock.remain_time_to_live) is None
     await a(lock.lock, lease_time=100)
@@ -400,10 +438,10 @@ async def test_expirable_operations_on_a_lock(face: Face, url: str, name: str) -
     assert not await a(lock.expire, 10)
 
 
-async def test_touch_and_unlink(face: Face, real_url: str, name: str) -> None:
+async def test_touch_and_unlink(make_lock: MakeLock, face: Face, real_url: str, name: str) -> None:
     # real server only: fakeredis has no TOUCH
     client = await face.connect(real_url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     a = face.actor()
     assert not await a(lock.touch)
     await a(lock.lock)
@@ -412,9 +450,11 @@ async def test_touch_and_unlink(face: Face, real_url: str, name: str) -> None:
     assert not await a(lock.is_exists)
 
 
-async def test_mutual_exclusion_between_owners(face: Face, url: str, name: str) -> None:
+async def test_mutual_exclusion_between_owners(
+    make_lock: MakeLock, face: Face, url: str, name: str
+) -> None:
     client = await face.connect(url)
-    lock = client.get_lock(name)
+    lock = make_lock(client, name)
     inside = 0
     overlaps = 0
     total = 0
@@ -450,10 +490,12 @@ async def test_mutual_exclusion_between_owners(face: Face, url: str, name: str) 
     assert not await face.call(lock.is_locked)
 
 
-def test_sync_face_types_are_the_public_ones(redis_server: Any, name: str) -> None:
+def test_sync_face_types_are_the_public_ones(
+    make_lock: MakeLock, redis_server: Any, name: str
+) -> None:
     with syncprims.connect(redis_server.url) as client:
-        lock = client.get_lock(name)
+        lock = make_lock(client, name)
         assert isinstance(lock, syncprims.RLock)
         assert isinstance(lock, syncprims.RExpirable)
         assert isinstance(lock, syncprims.RObject)
-        assert repr(lock) == f"<RLock {name!r}>"
+        assert repr(lock) == f"<{type(lock).__name__} {name!r}>"

@@ -24,7 +24,8 @@ Decisions (see also ``docs/locks.md``):
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
 
 from syncprims._core.executor import Executor
 from syncprims._core.objects import ExpirableCore
@@ -40,6 +41,9 @@ from syncprims.errors import LockNotHeldError
 __all__ = ["LockCore"]
 
 UNLOCK_MESSAGE = "0"
+
+Command: TypeAlias = tuple[scripts.Script, list[str], list[str | int]]
+"""A script call: the script, its KEYS and its ARGV."""
 
 
 class LockCore(ExpirableCore):
@@ -60,22 +64,62 @@ class LockCore(ExpirableCore):
     def _lease(self, lease_time: object) -> tuple[int, bool]:
         """(lease ms, watchdog?) for a ``lease_time`` argument."""
         if lease_time is None:
-            return round(self._ex.config.lock_watchdog_timeout * 1000), True
+            return self._watchdog_ms(), True
         return lease_ms(lease_time), False
+
+    def _watchdog_ms(self) -> int:
+        return round(self._ex.config.lock_watchdog_timeout * 1000)
+
+    # -- hooks a lock kind overrides ------------------------------------------------------------
+
+    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
+        """The acquire script call for ``field`` (``wait``: the caller's wait time, seconds)."""
+        return scripts.LOCK_ACQUIRE, [self.name], [lease, field]
+
+    def wait_channel(self, field: str) -> str:
+        """The channel that announces a release to ``field``'s waits."""
+        return self.channel
+
+    def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
+        """What to run when ``field`` stops waiting without the lock (``None``: nothing)."""
+        return None
+
+    async def on_abandoned_attempt(self, field: str, wait: float, late_reply: Any) -> None:
+        """The late reply of an attempt whose caller went away: undo what it did."""
+        if late_reply is None:  # the abandoned attempt did acquire: give it back
+            await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))
+
+    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+        """The unlock script call; its reply: nil (not held), 0 (still held), 1 (released)."""
+        ex = self._ex
+        return (
+            scripts.LOCK_UNLOCK,
+            [self.name, self.channel, latch],
+            [UNLOCK_MESSAGE, lease, field, ex.publish_command, ex.config.unlock_latch_ttl_ms],
+        )
+
+    def force_unlock_command(self) -> Command:
+        """The force-unlock script call; its reply: 1 when a lock was deleted."""
+        return (
+            scripts.LOCK_FORCE_UNLOCK,
+            [self.name, self.channel],
+            [UNLOCK_MESSAGE, self._ex.publish_command],
+        )
 
     # -- acquire ------------------------------------------------------------------------------
 
-    async def attempt(self, field: str, lease: int, watchdog: bool) -> int | None:
-        """One run of the acquire script; ``None`` when acquired, else the holder's TTL (ms)."""
+    async def attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
+        """One run of the acquire script; ``None`` when acquired, else how long to wait (ms)."""
         ex = self._ex
+        script, keys, args = self.acquire_command(field, lease, wait)
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                scripts.LOCK_ACQUIRE,
-                [self.name],
-                [lease, field],
+                script,
+                keys,
+                args,
                 context=self.context("acquiring"),
-                on_orphan=lambda late: self._release_orphan(field, late),
+                on_orphan=lambda late: self.on_abandoned_attempt(field, wait, late),
             ),
             idempotent=False,
         )
@@ -90,10 +134,6 @@ class LockCore(ExpirableCore):
         if watchdog:
             self._ex.watchdog.register(self.name, field)
 
-    async def _release_orphan(self, field: str, late_reply: Any) -> None:
-        if late_reply is None:  # the abandoned attempt did acquire: give it back
-            await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))
-
     async def try_lock(self, owner: int, wait_time: object, lease_time: object) -> bool:
         """Acquire within ``wait_time`` seconds (``None``/0: one attempt; ``math.inf``: forever).
 
@@ -106,10 +146,11 @@ class LockCore(ExpirableCore):
         field = self.field(owner)
         return await acquire_loop(
             self._ex,
-            lambda: self.attempt(field, lease, watchdog),
-            channel=self.channel,
+            lambda: self.attempt(field, lease, watchdog, wait),
+            channel=self.wait_channel(field),
             policy=lock_policy,
             wait=wait,
+            on_give_up=self.give_up(field, wait),
         )
 
     async def lock(self, owner: int, lease_time: object) -> None:
@@ -134,28 +175,16 @@ class LockCore(ExpirableCore):
 
     # -- release ------------------------------------------------------------------------------
 
-    def _watchdog_ms(self) -> int:
-        return round(self._ex.config.lock_watchdog_timeout * 1000)
-
     async def _unlock_field(self, field: str, lease: int) -> Any:
         ex = self._ex
         latch = unlock_latch_key(self.name, new_request_id())
-        keys = [self.name, self.channel, latch]
-        args: list[str | int] = [
-            UNLOCK_MESSAGE,
-            lease,
-            field,
-            ex.publish_command,
-            ex.config.unlock_latch_ttl_ms,
-        ]
+        script, keys, args = self.unlock_command(field, lease, latch)
         context = self.context("releasing")
         reply = await with_retry(
-            ex,
-            lambda: ex.eval(scripts.LOCK_UNLOCK, keys, args, context=context),
-            idempotent=True,
+            ex, lambda: ex.eval(script, keys, args, context=context), idempotent=True
         )
         ex.janitor.discard(latch)
-        if reply != 0:  # released (1) or not held (nil): forget this owner's lease
+        if reply != 0:  # released, or not held: forget this owner's lease
             self._leases.pop(field, None)
         return reply
 
@@ -169,9 +198,10 @@ class LockCore(ExpirableCore):
         field = self.field(owner)
         self._ex.watchdog.cancel(self.name, field)
         reply = await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))
-        if reply is None:
+        if reply not in (0, 1):
             raise LockNotHeldError(
-                f"lock {self.name!r} is not held by owner {owner} of client {self._ex.client_id}",
+                f"{self.kind} {self.name!r} is not held by owner {owner} of client "
+                f"{self._ex.client_id}",
                 name=self.name,
                 owner=field,
             )
@@ -179,12 +209,8 @@ class LockCore(ExpirableCore):
     async def force_unlock(self) -> bool:
         """Delete the lock whoever holds it and wake waiters; ``True`` if it was held."""
         self._ex.watchdog.cancel_all(self.name)
-        reply = await self.run_script(
-            scripts.LOCK_FORCE_UNLOCK,
-            [self.name, self.channel],
-            [UNLOCK_MESSAGE, self._ex.publish_command],
-            action="force-unlocking",
-        )
+        script, keys, args = self.force_unlock_command()
+        reply = await self.run_script(script, keys, args, action="force-unlocking")
         return bool(reply == 1)
 
     async def delete(self) -> bool:

@@ -12,17 +12,22 @@ message cannot stall a waiter for long.
 Differences from Redisson, on purpose: a subscription that Redis does not confirm within
 ``Config.subscription_timeout`` does not fail the acquire; the waiter goes on, bounded by
 the TTL and the re-check interval (degraded to polling while pub/sub is down), so a broken
-subscriber connection neither hangs nor fails ``lock()``.
+subscriber connection neither hangs nor fails ``lock()``. An attempt that answers 0 ("free,
+but another waiter goes first") is retried after a short back-off, 5 ms doubling up to
+100 ms, instead of at once (Redisson spins there: redisson-spec.md 13 item 3).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from syncprims._core.executor import Executor
 from syncprims._services.pubsub import WakePolicy
 
 __all__ = ["acquire_loop"]
+
+log = logging.getLogger("syncprims")
 
 Attempt = Callable[[], Awaitable[int | None]]
 
@@ -44,7 +49,8 @@ async def acquire_loop(
         channel: the pub/sub channel that announces releases.
         policy: how that channel's messages wake waiters.
         wait: seconds; 0 for a single attempt.
-        on_give_up: awaited when the wait ends without the resource (fair-lock dequeue).
+        on_give_up: awaited when the wait ends without the resource, also when the caller
+            is cancelled or interrupted while waiting (a fair lock leaves its queue).
 
     Returns:
         ``True`` when acquired, ``False`` when ``wait`` ran out.
@@ -55,10 +61,10 @@ async def acquire_loop(
         return True
     deadline = start + wait
     if wait <= 0 or ex.monotonic() >= deadline:
-        if on_give_up is not None:
-            await on_give_up()
+        await _give_up(on_give_up)
         return False
     config = ex.config
+    backoff = MIN_BACKOFF
     sub = ex.subscribe(channel, policy)
     try:
         await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
@@ -70,11 +76,35 @@ async def acquire_loop(
             if remaining <= 0:
                 break
             pause = min(remaining, config.wait_recheck_interval)
-            if ttl >= 0:
+            if ttl > 0:
                 pause = min(pause, ttl / 1000)
+                backoff = MIN_BACKOFF
+            elif ttl == 0:  # free, but not ours yet (a fair lock's head waiter is taking it)
+                pause = min(pause, backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
             await ex.wait(sub, pause)
+    except BaseException:
+        await _give_up(on_give_up, quietly=True)
+        raise
     finally:
         ex.unsubscribe(sub)
-    if on_give_up is not None:
-        await on_give_up()
+    await _give_up(on_give_up)
     return False
+
+
+MIN_BACKOFF = 0.005
+MAX_BACKOFF = 0.1
+
+
+async def _give_up(
+    on_give_up: Callable[[], Awaitable[None]] | None, *, quietly: bool = False
+) -> None:
+    if on_give_up is None:
+        return
+    if not quietly:
+        await on_give_up()
+        return
+    try:  # already leaving with an error (or a cancellation): do not mask it
+        await on_give_up()
+    except Exception as error:
+        log.warning("giving up a wait failed (%r); the waiter's slot expires by itself", error)

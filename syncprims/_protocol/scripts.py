@@ -30,13 +30,26 @@ class Script:
     sha: str
 
 
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text("utf-8")
+
+
 def load(name: str) -> Script:
     """Load ``lua/<name>.lua`` from the package.
+
+    A line ``-- @include <other>`` is replaced by ``lua/<other>.lua`` (shared helpers, such
+    as the fair lock's stale-waiter purge, are written once).
 
     Raises:
         FileNotFoundError: no such script.
     """
-    source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_text("utf-8")
+    lines = []
+    for line in _read(name).splitlines(keepends=True):
+        if line.startswith("-- @include "):
+            lines.append(_read(line.removeprefix("-- @include ").strip()))
+        else:
+            lines.append(line)
+    source = "".join(lines)
     return Script(name=name, source=source, sha=hashlib.sha1(source.encode("utf-8")).hexdigest())
 
 
@@ -44,5 +57,9 @@ LOCK_ACQUIRE = load("lock_acquire")
 LOCK_UNLOCK = load("lock_unlock")
 LOCK_FORCE_UNLOCK = load("lock_force_unlock")
 LOCK_RENEW = load("lock_renew")
+FAIR_ACQUIRE = load("fair_acquire")
+FAIR_GIVE_UP = load("fair_give_up")
+FAIR_UNLOCK = load("fair_unlock")
+FAIR_FORCE_UNLOCK = load("fair_force_unlock")
 EXPIRE = load("expire")
 CLEAR_EXPIRE = load("clear_expire")

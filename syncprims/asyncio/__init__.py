@@ -13,8 +13,18 @@ A client belongs to the event loop that uses it; used from a new loop (a second
 """
 
 from syncprims.asyncio._client import Client, connect
-from syncprims.asyncio._lock import RLock
+from syncprims.asyncio._lock import FairLock, RLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.config import TLS, Config, SingleServer
 
-__all__ = ["TLS", "Client", "Config", "RExpirable", "RLock", "RObject", "SingleServer", "connect"]
+__all__ = [
+    "TLS",
+    "Client",
+    "Config",
+    "FairLock",
+    "RExpirable",
+    "RLock",
+    "RObject",
+    "SingleServer",
+    "connect",
+]

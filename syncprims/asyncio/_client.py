@@ -6,9 +6,10 @@ import os
 from types import TracebackType
 from typing import Any, Self
 
+from syncprims._core.fair import FairLockCore
 from syncprims._core.lock import LockCore
 from syncprims._transport.executor import AsyncExecutor as _Executor
-from syncprims.asyncio._lock import RLock
+from syncprims.asyncio._lock import FairLock, RLock
 from syncprims.config import Config
 
 __all__ = ["Client", "connect"]
@@ -80,6 +81,17 @@ class Client:
             TypeError, ValueError: a bad name.
         """
         return RLock(LockCore(self._ex, name))
+
+    def get_fair_lock(self, name: str) -> FairLock:
+        """The fair (FIFO) lock called ``name`` (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return FairLock(FairLockCore(self._ex, name))
 
     async def shutdown(self) -> None:
         """Stop the services and close every connection. Idempotent.

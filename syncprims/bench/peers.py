@@ -4,6 +4,7 @@ A :class:`Peer` is named by a string so that worker processes (spawned) can buil
 clients. Each peer's lock is used the way its documentation suggests, with a 30 s expiry:
 
 * ``syncprims``: ``RLock.lock()`` / ``unlock()`` (watchdog lease), pub/sub wake-ups;
+  ``syncprims FairLock``: the same calls on a ``FairLock`` (scenario 4);
 * ``redis-py Lock``: ``Redis.lock(name, timeout=30)``, default ``sleep=0.1`` polling;
 * ``python-redis-lock``: ``redis_lock.Lock(conn, name, expire=30)``, BLPOP wake-ups;
 * ``pottery Redlock``: ``Redlock(key=name, masters=..., auto_release_time=30)``, polling;
@@ -56,6 +57,7 @@ PEERS = {
     p.name: p
     for p in [
         Peer("syncprims", None),
+        Peer("syncprims FairLock", None),
         Peer("redis-py Lock", None),
         Peer("python-redis-lock", "redis_lock"),
         Peer("pottery Redlock", "pottery"),
@@ -176,11 +178,16 @@ def open_peer(name: str, urls: list[str]) -> Session:
         ImportError: the peer's library is not installed.
     """
     peer = PEERS[name]
-    if name == "syncprims":
+    if name.startswith("syncprims"):
         import syncprims
 
         client = syncprims.connect(urls[0])
-        return Session(lambda n: _SyncprimsLock(client.get_lock(n)), client.shutdown)
+        getters: dict[str, Callable[[str], Any]] = {
+            "syncprims": client.get_lock,
+            "syncprims FairLock": client.get_fair_lock,
+        }
+        get = getters[name]
+        return Session(lambda n: _SyncprimsLock(get(n)), client.shutdown)
     raws = [redis.Redis.from_url(u) for u in urls[: peer.masters]]
     if len(raws) < peer.masters:
         raise ValueError(f"{name} needs {peer.masters} Redis masters, got {len(raws)}")

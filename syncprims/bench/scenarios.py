@@ -149,6 +149,7 @@ def _async_pairs_per_second(url: str, seconds: float) -> float:
 UNCONTENDED = [
     "syncprims",
     "syncprims (asyncio)",
+    "syncprims FairLock",
     "raw EVALSHA floor",
     "PING floor",
     "redis-py Lock",
@@ -183,7 +184,14 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
 
 
 POLLING = {"redis-py Lock", "pottery Redlock"}
-HANDOFF = ["syncprims", "python-redis-lock", "BLPOP floor", "redis-py Lock", "pottery Redlock"]
+HANDOFF = [
+    "syncprims",
+    "syncprims FairLock",
+    "python-redis-lock",
+    "BLPOP floor",
+    "redis-py Lock",
+    "pottery Redlock",
+]
 
 
 def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any) -> None:
@@ -264,7 +272,13 @@ def handoff(urls: list[str], settings: Settings, progress: Progress) -> list[Row
 # -- 3: contended throughput ---------------------------------------------------------------------
 
 
-CONTENDED = ["syncprims", "python-redis-lock", "redis-py Lock", "pottery Redlock"]
+CONTENDED = [
+    "syncprims",
+    "syncprims FairLock",
+    "python-redis-lock",
+    "redis-py Lock",
+    "pottery Redlock",
+]
 
 
 @attrs.frozen

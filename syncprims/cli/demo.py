@@ -30,17 +30,21 @@ import attrs
 
 __all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
 
-PRIMITIVES = ("lock",)
+PRIMITIVES = ("lock", "fair")
 
 
 @attrs.frozen
 class Hold:
-    """One critical section: who held the lock, and when (``time.monotonic_ns``)."""
+    """One critical section: who held the lock, and when (``time.monotonic_ns``).
+
+    ``requested_ns`` is when the holder called ``lock()``; 0 when not recorded.
+    """
 
     worker: int
     thread: int
     acquired_ns: int
     released_ns: int
+    requested_ns: int = 0
 
 
 @attrs.frozen
@@ -58,6 +62,7 @@ class DemoResult:
     handoff_p50_ms: float | None
     handoff_p99_ms: float | None
     server: str
+    fifo_fraction: float | None = None
 
     @property
     def rate(self) -> float:
@@ -81,6 +86,19 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
         return None
     index = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
     return sorted_values[index]
+
+
+def fifo_fraction(holds: list[Hold]) -> float | None:
+    """The share of consecutive acquisitions granted in the order they were requested.
+
+    Sorted by acquire time, a pair is in FIFO order when the later holder also called
+    ``lock()`` later. ``None`` without request times.
+    """
+    ordered = sorted(holds, key=lambda h: h.acquired_ns)
+    pairs = [(a, b) for a, b in itertools.pairwise(ordered) if a.requested_ns and b.requested_ns]
+    if not pairs:
+        return None
+    return sum(1 for a, b in pairs if a.requested_ns <= b.requested_ns) / len(pairs)
 
 
 def analyse(holds: list[Hold]) -> tuple[int, list[float]]:
@@ -128,18 +146,23 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
     mutex = threading.Lock()
 
     def run(thread: int) -> None:
-        lock = client.get_lock(lock_name)
+        lock = (
+            client.get_fair_lock(lock_name)
+            if job.primitive == "fair"
+            else client.get_lock(lock_name)
+        )
         local: list[Hold] = []
         try:
             stop = time.monotonic() + seconds
             while time.monotonic() < stop:
+                requested = time.monotonic_ns()
                 lock.lock()
                 acquired = time.monotonic_ns()
                 value = int(raw.get(counter_key) or 0)
                 raw.set(counter_key, value + 1)
                 released = time.monotonic_ns()
                 lock.unlock()
-                local.append(Hold(worker, thread, acquired, released))
+                local.append(Hold(worker, thread, acquired, released, requested))
                 with progress.get_lock():
                     progress.value += 1
         except Exception as error:
@@ -264,6 +287,7 @@ def run_demo(
         handoff_p50_ms=_percentile(handoffs, 0.50),
         handoff_p99_ms=_percentile(handoffs, 0.99),
         server=server or url,
+        fifo_fraction=fifo_fraction(holds),
     )
 
 
@@ -292,6 +316,12 @@ def report(result: DemoResult, out: TextIO) -> None:
         ("handoff p99", ms(result.handoff_p99_ms)),
         ("counter", f"{result.counter:,} (critical sections: {result.acquisitions:,})"),
         ("overlapping holds", f"{result.overlaps}"),
+        (
+            "FIFO order",
+            "n/a"
+            if result.fifo_fraction is None
+            else f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     print(file=out)

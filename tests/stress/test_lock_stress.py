@@ -23,8 +23,9 @@ from syncprims.cli.demo import Hold, analyse, run_demo
 pytestmark = pytest.mark.stress
 
 
-def test_processes_by_threads(redis_server: RedisServer) -> None:
-    result = run_demo(redis_server.url, processes=4, threads=3, seconds=3)
+@pytest.mark.parametrize("primitive", ["lock", "fair"])
+def test_processes_by_threads(redis_server: RedisServer, primitive: str) -> None:
+    result = run_demo(redis_server.url, primitive=primitive, processes=4, threads=3, seconds=3)
     assert result.acquisitions > 100
     assert result.overlaps == 0
     assert result.counter == result.acquisitions

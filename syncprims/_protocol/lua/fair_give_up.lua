@@ -1,0 +1,20 @@
+-- FairLock: a waiter gives up (Redisson RedissonFairLock#acquireFailedAsync; spec 4.6).
+-- Idempotent: a second run finds nothing to remove.
+-- KEYS[1] wait queue
+-- KEYS[2] waiter deadlines
+-- ARGV[1] owner field
+-- ARGV[2] wait slot, milliseconds: the deadlines behind the leaver move this much earlier
+-- Reply: nil.
+local queue = redis.call('lrange', KEYS[1], 0, -1)
+local i = 1
+while i <= #queue and queue[i] ~= ARGV[1] do
+    i = i + 1
+end
+i = i + 1
+while i <= #queue do
+    redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), queue[i])
+    i = i + 1
+end
+redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('lrem', KEYS[1], 0, ARGV[1])
+return nil
