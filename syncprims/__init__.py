@@ -12,7 +12,7 @@ asyncio. Start with :func:`connect`::
 
 from syncprims import errors
 from syncprims._sync._client import Client, connect
-from syncprims._sync._lock import FairLock, RLock
+from syncprims._sync._lock import FairLock, ReadLock, ReadWriteLock, RLock, WriteLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims.config import TLS, Config, SingleServer
 from syncprims.errors import (
@@ -41,6 +41,9 @@ __all__ = [
     "RExpirable",
     "RLock",
     "RObject",
+    "ReadLock",
+    "ReadWriteLock",
+    "WriteLock",
     "RedisConnectionError",
     "RedisTimeoutError",
     "ServerReplyError",

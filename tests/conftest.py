@@ -78,6 +78,7 @@ def face(request: pytest.FixtureRequest) -> Face:
 LOCK_KINDS = {
     "rlock": lambda client, name: client.get_lock(name),
     "fair": lambda client, name: client.get_fair_lock(name),
+    "write": lambda client, name: client.get_read_write_lock(name).write_lock(),
 }
 
 

@@ -36,6 +36,7 @@ from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.names import lock_channel, unlock_latch_key
 from syncprims._protocol.timing import lease_ms, to_seconds, wait_seconds
 from syncprims._services.pubsub import lock_policy
+from syncprims._services.watchdog import LOCK_RENEWAL, RenewalKind
 from syncprims.errors import LockNotHeldError
 
 __all__ = ["LockCore"]
@@ -50,6 +51,7 @@ class LockCore(ExpirableCore):
     """The RLock algorithms, for any owner id chosen by a face."""
 
     kind = "lock"
+    renewal: RenewalKind = LOCK_RENEWAL
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
@@ -132,7 +134,7 @@ class LockCore(ExpirableCore):
         """Book-keeping after a successful acquire: lease memory and watchdog registration."""
         self._leases[field] = lease
         if watchdog:
-            self._ex.watchdog.register(self.name, field)
+            self._ex.watchdog.register(self.name, field, kind=self.renewal)
 
     async def try_lock(self, owner: int, wait_time: object, lease_time: object) -> bool:
         """Acquire within ``wait_time`` seconds (``None``/0: one attempt; ``math.inf``: forever).

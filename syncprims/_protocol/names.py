@@ -9,8 +9,10 @@ from __future__ import annotations
 
 __all__ = [
     "check_name",
+    "key_prefix",
     "lock_channel",
     "prefix_name",
+    "rw_lease_prefix",
     "suffix_name",
     "unlock_latch_key",
 ]
@@ -48,6 +50,16 @@ def suffix_name(name: str, suffix: str) -> str:
     if "{" in name:
         return f"{name}:{suffix}"
     return f"{{{name}}}:{suffix}"
+
+
+def key_prefix(name: str) -> str:
+    """``{name}``, or the name itself when it has a hash tag (prefix of derived keys)."""
+    return name if "{" in name else f"{{{name}}}"
+
+
+def rw_lease_prefix(name: str, reader_field: str) -> str:
+    """The prefix of one reader's lease keys: ``{name}:<reader field>:rwlock_timeout``."""
+    return f"{key_prefix(name)}:{reader_field}:rwlock_timeout"
 
 
 def lock_channel(name: str) -> str:

@@ -26,11 +26,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import attrs
+
 from syncprims._protocol import scripts
 from syncprims._protocol.wheel import TimingWheel
 from syncprims._services.loop import ServiceLoop
 
-__all__ = ["LostCallback", "ScriptRunner", "Watchdog"]
+__all__ = ["LOCK_RENEWAL", "LostCallback", "RenewalKind", "ScriptRunner", "Watchdog"]
 
 log = logging.getLogger("syncprims.watchdog")
 
@@ -51,12 +53,37 @@ class ScriptRunner(Protocol):
     ) -> object: ...
 
 
-class _Renewal:
-    __slots__ = ("count", "field", "name", "on_lost", "registered", "renewed")
+@attrs.frozen
+class RenewalKind:
+    """How one kind of hold is renewed: a script and how to call it for a batch.
 
-    def __init__(self, name: str, field: str, now: float) -> None:
+    Attributes:
+        script: returns one integer per registration of the batch, 1 renewed, 0 gone.
+        command: ``command(lease_ms, [(name, field), ...]) -> (KEYS, ARGV)``.
+    """
+
+    name: str
+    script: scripts.Script
+    command: Callable[[int, list[tuple[str, str]]], tuple[list[str], list[str | int]]]
+
+
+def _lock_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[str | int]]:
+    args: list[str | int] = [lease]
+    args.extend(field for _, field in batch)
+    return [name for name, _ in batch], args
+
+
+LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_command)
+"""Plain lock holds (RLock, FairLock, the write side of a read-write lock)."""
+
+
+class _Renewal:
+    __slots__ = ("count", "field", "kind", "name", "on_lost", "registered", "renewed")
+
+    def __init__(self, name: str, field: str, now: float, kind: RenewalKind) -> None:
         self.name = name
         self.field = field
+        self.kind = kind
         self.count = 1
         self.registered = now
         self.renewed = now  # when the lease was last set (acquire or renewal)
@@ -96,12 +123,18 @@ class Watchdog:
 
     # -- request threads ------------------------------------------------------------------
 
-    def register(self, name: str, field: str, on_lost: LostCallback | None = None) -> None:
+    def register(
+        self,
+        name: str,
+        field: str,
+        on_lost: LostCallback | None = None,
+        kind: RenewalKind = LOCK_RENEWAL,
+    ) -> None:
         """Keep ``name`` alive while ``field`` holds it; call once per watchdog acquire."""
         with self._mutex:
             renewal = self._renewals.get((name, field))
             if renewal is None:
-                renewal = _Renewal(name, field, time.monotonic())
+                renewal = _Renewal(name, field, time.monotonic(), kind)
                 self._renewals[(name, field)] = renewal
                 self._new.append(renewal)
             else:
@@ -167,21 +200,24 @@ class Watchdog:
             self._wheel.add(renewal, renewal.registered + self._period)
         due = self._wheel.advance(now)
         if due:
+            by_kind: dict[str, list[_Renewal]] = {}
             with self._mutex:
-                due = [r for r in due if self._active(r)]
-            for start in range(0, len(due), self._batch_size):
-                self._services.spawn(self._renew(due[start : start + self._batch_size]))
+                for renewal in due:
+                    if self._active(renewal):
+                        by_kind.setdefault(renewal.kind.name, []).append(renewal)
+            for group in by_kind.values():
+                for start in range(0, len(group), self._batch_size):
+                    self._services.spawn(self._renew(group[start : start + self._batch_size]))
         self._schedule()
 
     async def _renew(self, batch: list[_Renewal]) -> None:
         started = time.monotonic()
-        keys = [r.name for r in batch]
-        args: list[str | int] = [round(self._lease * 1000)]
-        args.extend(r.field for r in batch)
+        kind = batch[0].kind
+        keys, args = kind.command(round(self._lease * 1000), [(r.name, r.field) for r in batch])
         try:
             self.round_trips += 1
             reply = await self._runner.eval(
-                scripts.LOCK_RENEW, keys, args, context=f"renewing {len(batch)} lock(s)"
+                kind.script, keys, args, context=f"renewing {len(batch)} {kind.name} hold(s)"
             )
         except Exception as error:
             self._renew_failed(batch, error)

@@ -10,8 +10,9 @@ from typing import Any, Self
 
 from syncprims._core.fair import FairLockCore
 from syncprims._core.lock import LockCore
+from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.stepping import run as _run
-from syncprims._sync._lock import FairLock, RLock
+from syncprims._sync._lock import FairLock, ReadWriteLock, RLock
 from syncprims._transport.executor import SyncExecutor as _Executor
 from syncprims.config import Config
 
@@ -95,6 +96,17 @@ class Client:
             TypeError, ValueError: a bad name.
         """
         return FairLock(FairLockCore(self._ex, name))
+
+    def get_read_write_lock(self, name: str) -> ReadWriteLock:
+        """The read-write lock called ``name`` (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return ReadWriteLock(ReadWriteLockCore(self._ex, name))
 
     def shutdown(self) -> None:
         """Stop the services and close every connection. Idempotent.

@@ -13,7 +13,7 @@ A client belongs to the event loop that uses it; used from a new loop (a second
 """
 
 from syncprims.asyncio._client import Client, connect
-from syncprims.asyncio._lock import FairLock, RLock
+from syncprims.asyncio._lock import FairLock, ReadLock, ReadWriteLock, RLock, WriteLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.config import TLS, Config, SingleServer
 
@@ -25,6 +25,9 @@ __all__ = [
     "RExpirable",
     "RLock",
     "RObject",
+    "ReadLock",
+    "ReadWriteLock",
+    "WriteLock",
     "SingleServer",
     "connect",
 ]

@@ -8,8 +8,9 @@ from typing import Any, Self
 
 from syncprims._core.fair import FairLockCore
 from syncprims._core.lock import LockCore
+from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._transport.executor import AsyncExecutor as _Executor
-from syncprims.asyncio._lock import FairLock, RLock
+from syncprims.asyncio._lock import FairLock, ReadWriteLock, RLock
 from syncprims.config import Config
 
 __all__ = ["Client", "connect"]
@@ -92,6 +93,17 @@ class Client:
             TypeError, ValueError: a bad name.
         """
         return FairLock(FairLockCore(self._ex, name))
+
+    def get_read_write_lock(self, name: str) -> ReadWriteLock:
+        """The read-write lock called ``name`` (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return ReadWriteLock(ReadWriteLockCore(self._ex, name))
 
     async def shutdown(self) -> None:
         """Stop the services and close every connection. Idempotent.

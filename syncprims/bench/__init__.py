@@ -5,6 +5,8 @@ Scenarios (each repeated; medians and min..max spread):
 1. ``uncontended``: acquire+release pairs/s from one thread (also 7: asyncio vs sync face);
 2. ``handoff``: release start in one process to acquire return in another, p50/p99;
 3. ``contended``: 4 processes x 2 threads on one lock: handoffs between workers per second;
+4. ``rw``: 8 readers cycling on a read-write lock: how long a writer waits (FairLock figures
+   are rows of scenarios 1-3);
 6. ``watchdog``: many locks held with the watchdog: CPU, renewals per round trip, leases kept.
 
 Results go to a folder (``results.json``, ``table.md`` and, with matplotlib, ``chart.png``).
@@ -29,6 +31,7 @@ from syncprims.bench.scenarios import (
     Settings,
     contended,
     handoff,
+    rw_writer_wait,
     uncontended,
     watchdog_scale,
 )
@@ -39,6 +42,7 @@ SCENARIOS: dict[str, Callable[[list[str], Settings, Callable[[str], None]], list
     "uncontended": uncontended,
     "handoff": handoff,
     "contended": contended,
+    "rw": rw_writer_wait,
     "watchdog": watchdog_scale,
 }
 

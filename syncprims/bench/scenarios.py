@@ -461,3 +461,113 @@ def watchdog_scale(urls: list[str], settings: Settings, progress: Progress) -> l
             (result["process_cpu_percent"],)),
     ]  # fmt: skip
     return rows
+
+
+# -- 4: read-write lock: readers in parallel, how long a writer waits -----------------------------
+
+
+@attrs.frozen
+class _RwReaders:
+    url: str
+    key: str
+    threads: int
+    think: float  # seconds a reader pauses between two read holds
+    stop_at: float  # wall clock
+
+
+def _rw_reader(job: _RwReaders, ready: Any, out: Any) -> None:
+    import syncprims
+
+    client = syncprims.connect(job.url)
+    read = client.get_read_write_lock(job.key).read_lock()
+    counts = [0] * job.threads
+
+    def run(index: int) -> None:
+        while time.time() < job.stop_at:
+            read.lock()
+            time.sleep(0.001)
+            read.unlock()
+            counts[index] += 1
+            if job.think:
+                time.sleep(job.think)
+
+    ready.release()
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(job.threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(sum(counts))
+    client.shutdown()
+
+
+def _one_rw_run(url: str, think: float, writes: int, cap: float) -> tuple[list[float], int]:
+    """Writer waits (ms; ``cap`` for a write that timed out) and how many timed out."""
+    import syncprims
+
+    ctx = multiprocessing.get_context("spawn")
+    key = _key("rw")
+    ready, out = ctx.Semaphore(0), ctx.Queue()
+    budget = 1.0 + writes * (cap + 0.1)
+    stop_at = time.time() + 60 + budget  # readers start within 60 s, then cycle long enough
+    readers = [
+        ctx.Process(target=_rw_reader, args=(_RwReaders(url, key, 2, think, stop_at), ready, out))
+        for _ in range(4)
+    ]
+    for p in readers:
+        p.start()
+    for _ in readers:
+        if not ready.acquire(timeout=60):
+            raise RuntimeError("a reader process did not start")
+    waits: list[float] = []
+    timeouts = 0
+    with syncprims.connect(url) as client:
+        write = client.get_read_write_lock(key).write_lock()
+        time.sleep(0.3)  # the readers are cycling
+        for _ in range(writes):
+            begin = time.monotonic()
+            if write.try_lock(wait_time=cap):
+                waits.append((time.monotonic() - begin) * 1000)
+                write.unlock()
+            else:
+                waits.append(cap * 1000)
+                timeouts += 1
+            time.sleep(0.02)
+    for p in readers:  # stop the readers now: the measurement is done
+        p.kill()
+        p.join(10)
+    return waits, timeouts
+
+
+def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenario 4: 8 readers cycling (1 ms holds); how long a writer waits for the lock.
+
+    The read-write lock has no writer preference (as in Redisson): a writer gets in only at
+    a moment when no reader holds the lock. Readers that hold back to back (no pause) can
+    starve it; each write waits at most ``cap`` seconds and counts as timed out then.
+    """
+    writes, cap = (5, 2.0) if settings.quick else (10, 5.0)
+    rows: list[Row] = []
+    for think in (0.0, 0.002):
+        label = "readers back to back" if think == 0 else "readers pause 2 ms"
+        p50: list[float] = []
+        worst: list[float] = []
+        timed_out: list[float] = []
+        for repeat in range(settings.repeats):
+            waits, timeouts = _one_rw_run(urls[0], think, writes, cap)
+            waits.sort()
+            p50.append(_quantile(waits, 0.5))
+            worst.append(waits[-1])
+            timed_out.append(timeouts)
+            progress(
+                f"  rw           run {repeat + 1}/{settings.repeats}  {label:<22} writer wait "
+                f"p50 {p50[-1]:8.1f} ms  max {worst[-1]:8.1f} ms  "
+                f"({timeouts}/{writes} writes waited the whole {cap:g} s)"
+            )
+        peer = f"ReadWriteLock, {label}"
+        rows += [
+            Row("rw", peer, "writer wait p50", "ms", tuple(p50)),
+            Row("rw", peer, "writer wait max", "ms", tuple(worst)),
+            Row("rw", peer, f"writes starved for {cap:g} s", "count", tuple(timed_out)),
+        ]
+    return rows

@@ -23,6 +23,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``syncprims`` command."""
     from syncprims.cli.demo import PRIMITIVES
@@ -46,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--processes", type=_positive_int, default=4)
     demo.add_argument("--threads", type=_positive_int, default=2, help="threads per process")
     demo.add_argument("--seconds", type=_positive_float, default=10.0)
+    demo.add_argument(
+        "--read-ratio",
+        type=_ratio,
+        default=0.9,
+        help="with --primitive rw: the share of critical sections that only read",
+    )
     demo.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     bench = commands.add_parser(
         "bench",
@@ -61,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenario",
         action="append",
-        choices=["uncontended", "handoff", "contended", "watchdog"],
+        choices=["uncontended", "handoff", "contended", "rw", "watchdog"],
         help="run only this scenario (repeatable; default: all)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer, shorter runs (~2 minutes)")

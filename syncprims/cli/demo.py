@@ -19,6 +19,7 @@ import json
 import math
 import multiprocessing
 import os
+import random
 import sys
 import threading
 import time
@@ -30,14 +31,17 @@ import attrs
 
 __all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
 
-PRIMITIVES = ("lock", "fair")
+PRIMITIVES = ("lock", "fair", "rw")
+READ_HOLD = 0.001
+"""Seconds a reader of ``--primitive rw`` stays inside, so that readers visibly share."""
 
 
 @attrs.frozen
 class Hold:
     """One critical section: who held the lock, and when (``time.monotonic_ns``).
 
-    ``requested_ns`` is when the holder called ``lock()``; 0 when not recorded.
+    ``requested_ns`` is when the holder called ``lock()`` (0 when not recorded); ``mode`` is
+    ``"x"`` for an exclusive lock, ``"r"``/``"w"`` for the sides of a read-write lock.
     """
 
     worker: int
@@ -45,6 +49,12 @@ class Hold:
     acquired_ns: int
     released_ns: int
     requested_ns: int = 0
+    mode: str = "x"
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether nothing else may overlap this hold."""
+        return self.mode != "r"
 
 
 @attrs.frozen
@@ -63,6 +73,12 @@ class DemoResult:
     handoff_p99_ms: float | None
     server: str
     fifo_fraction: float | None = None
+    writes: int | None = None
+    readers_mean: float | None = None
+    readers_max: int | None = None
+    writer_wait_p50_ms: float | None = None
+    writer_wait_max_ms: float | None = None
+    read_ratio: float | None = None
 
     @property
     def rate(self) -> float:
@@ -71,8 +87,9 @@ class DemoResult:
 
     @property
     def ok(self) -> bool:
-        """Mutual exclusion held: no lost update, no overlapping holds."""
-        return self.counter == self.acquisitions and self.overlaps == 0
+        """Exclusion held: no lost update, no forbidden overlap."""
+        expected = self.acquisitions if self.writes is None else self.writes
+        return self.counter == expected and self.overlaps == 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -109,14 +126,43 @@ def analyse(holds: list[Hold]) -> tuple[int, list[float]]:
     """
     ordered = sorted(holds, key=lambda h: h.acquired_ns)
     overlaps = 0
+    active: list[Hold] = []  # holds not yet ended when the current one started
+    for current in ordered:
+        active = [h for h in active if h.released_ns > current.acquired_ns]
+        if active and (current.exclusive or any(h.exclusive for h in active)):
+            overlaps += 1
+        active.append(current)
     handoffs: list[float] = []
     for previous, current in itertools.pairwise(ordered):
-        if current.acquired_ns < previous.released_ns:
-            overlaps += 1
-        elif (current.worker, current.thread) != (previous.worker, previous.thread):
+        if current.acquired_ns >= previous.released_ns and (current.worker, current.thread) != (
+            previous.worker,
+            previous.thread,
+        ):
             handoffs.append((current.acquired_ns - previous.released_ns) / 1e6)
     handoffs.sort()
     return overlaps, handoffs
+
+
+def reader_concurrency(holds: list[Hold]) -> tuple[float, int] | None:
+    """(mean, max) readers inside while any reader is inside; ``None`` without readers."""
+    events: list[tuple[int, int]] = []
+    for h in holds:
+        if h.mode == "r":
+            events += [(h.acquired_ns, 1), (h.released_ns, -1)]
+    if not events:
+        return None
+    events.sort(key=lambda e: (e[0], e[1]))
+    inside = peak = 0
+    busy = weighted = 0
+    last = events[0][0]
+    for at, delta in events:
+        if inside > 0:
+            busy += at - last
+            weighted += inside * (at - last)
+        inside += delta
+        peak = max(peak, inside)
+        last = at
+    return (weighted / busy if busy else 1.0), peak
 
 
 @attrs.frozen
@@ -130,6 +176,7 @@ class _Job:
     worker: int
     threads: int
     seconds: float
+    read_ratio: float = 0.9
 
 
 def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> None:
@@ -146,23 +193,33 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
     mutex = threading.Lock()
 
     def run(thread: int) -> None:
-        lock = (
-            client.get_fair_lock(lock_name)
-            if job.primitive == "fair"
-            else client.get_lock(lock_name)
-        )
+        rng = random.Random(worker * 1000 + thread)
+        if job.primitive == "rw":
+            rw = client.get_read_write_lock(lock_name)
+            sides = {"r": rw.read_lock(), "w": rw.write_lock()}
+        else:
+            exclusive = client.get_fair_lock(lock_name) if job.primitive == "fair" else None
+            sides = {"x": exclusive or client.get_lock(lock_name)}
         local: list[Hold] = []
         try:
             stop = time.monotonic() + seconds
             while time.monotonic() < stop:
+                mode = "x"
+                if job.primitive == "rw":
+                    mode = "r" if rng.random() < job.read_ratio else "w"
+                lock = sides[mode]
                 requested = time.monotonic_ns()
                 lock.lock()
                 acquired = time.monotonic_ns()
-                value = int(raw.get(counter_key) or 0)
-                raw.set(counter_key, value + 1)
+                if mode == "r":
+                    raw.get(counter_key)
+                    time.sleep(READ_HOLD)
+                else:
+                    value = int(raw.get(counter_key) or 0)
+                    raw.set(counter_key, value + 1)
                 released = time.monotonic_ns()
                 lock.unlock()
-                local.append(Hold(worker, thread, acquired, released, requested))
+                local.append(Hold(worker, thread, acquired, released, requested, mode))
                 with progress.get_lock():
                     progress.value += 1
         except Exception as error:
@@ -192,18 +249,20 @@ def run_demo(
     server: str = "",
     out: TextIO | None = None,
     progress_interval: float = 1.0,
+    read_ratio: float = 0.9,
 ) -> DemoResult:
     """Run the contention demo against ``url`` and return what it measured.
 
     Args:
         url: the Redis server.
-        primitive: ``"lock"`` (RLock).
+        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock) or ``"rw"`` (ReadWriteLock).
         processes: worker processes (>= 1).
         threads: threads per process (>= 1).
         seconds: how long the workers contend.
         server: a description of the server, for the report.
         out: where progress lines go (``None``: nowhere).
         progress_interval: seconds between progress lines.
+        read_ratio: with ``"rw"``, the share of critical sections that only read.
 
     Raises:
         ValueError: a bad argument.
@@ -215,6 +274,8 @@ def run_demo(
         raise ValueError("processes and threads must be at least 1")
     if not seconds > 0 or math.isinf(seconds):
         raise ValueError("seconds must be a positive finite number")
+    if not 0 <= read_ratio <= 1:
+        raise ValueError("read_ratio must be between 0 and 1")
     import redis
 
     run_id = uuid.uuid4().hex[:8]
@@ -229,7 +290,7 @@ def run_demo(
         ctx.Process(
             target=_worker,
             args=(
-                _Job(url, primitive, lock_name, counter_key, w, threads, seconds),
+                _Job(url, primitive, lock_name, counter_key, w, threads, seconds, read_ratio),
                 ready,
                 start,
                 progress,
@@ -275,6 +336,19 @@ def run_demo(
     raw.delete(counter_key)
     raw.close()
     overlaps, handoffs = analyse(holds)
+    extra: dict[str, Any] = {}
+    if primitive == "rw":
+        writes = [h for h in holds if h.mode == "w"]
+        waits = sorted((h.acquired_ns - h.requested_ns) / 1e6 for h in writes)
+        concurrency = reader_concurrency(holds)
+        extra = {
+            "writes": len(writes),
+            "readers_mean": concurrency[0] if concurrency else None,
+            "readers_max": concurrency[1] if concurrency else None,
+            "writer_wait_p50_ms": _percentile(waits, 0.5),
+            "writer_wait_max_ms": waits[-1] if waits else None,
+            "read_ratio": read_ratio,
+        }
     return DemoResult(
         primitive=primitive,
         processes=processes,
@@ -288,6 +362,7 @@ def run_demo(
         handoff_p99_ms=_percentile(handoffs, 0.99),
         server=server or url,
         fifo_fraction=fifo_fraction(holds),
+        **extra,
     )
 
 
@@ -305,6 +380,10 @@ def report(result: DemoResult, out: TextIO) -> None:
     def ms(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f} ms"
 
+    if result.writes is None:
+        counted = f"{result.counter:,} (critical sections: {result.acquisitions:,})"
+    else:
+        counted = f"{result.counter:,} (write sections: {result.writes:,})"
     rows = [
         ("server", result.server),
         ("primitive", result.primitive),
@@ -314,21 +393,36 @@ def report(result: DemoResult, out: TextIO) -> None:
         ("handoffs", f"{result.handoffs:,} (lock passed between different workers)"),
         ("handoff p50", ms(result.handoff_p50_ms)),
         ("handoff p99", ms(result.handoff_p99_ms)),
-        ("counter", f"{result.counter:,} (critical sections: {result.acquisitions:,})"),
-        ("overlapping holds", f"{result.overlaps}"),
-        (
-            "FIFO order",
-            "n/a"
-            if result.fifo_fraction is None
-            else f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order",
-        ),
+        ("counter", counted),
+        ("overlapping holds", f"{result.overlaps} (forbidden overlaps)"),
     ]
+    if result.fifo_fraction is not None:
+        fifo = f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order"
+        rows.append(("FIFO order", fifo))
+    if result.writes is not None:
+        reads = result.acquisitions - result.writes
+        rows.append(
+            (
+                "reads / writes",
+                f"{reads:,} / {result.writes:,} (read ratio {result.read_ratio:g}; "
+                f"a reader stays {READ_HOLD * 1000:g} ms)",
+            )
+        )
+        if result.readers_mean is not None:
+            rows.append(
+                (
+                    "readers inside",
+                    f"mean {result.readers_mean:.2f} while any is inside, max {result.readers_max}",
+                )
+            )
+        waits = f"p50 {ms(result.writer_wait_p50_ms)}, max {ms(result.writer_wait_max_ms)}"
+        rows.append(("writer wait", waits))
     width = max(len(k) for k, _ in rows)
     print(file=out)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}", file=out)
-    verdict = "OK" if result.ok else "VIOLATED"
-    print(f"\nmutual exclusion: {verdict}", file=out)
+    kind = "writer exclusivity" if result.writes is not None else "mutual exclusion"
+    print(f"\n{kind}: {'OK' if result.ok else 'VIOLATED'}", file=out)
 
 
 def main(args: Any) -> int:
@@ -349,6 +443,7 @@ def main(args: Any) -> int:
         result = run_demo(
             url,
             primitive=args.primitive,
+            read_ratio=args.read_ratio,
             processes=args.processes,
             threads=args.threads,
             seconds=args.seconds,

@@ -1,0 +1,154 @@
+"""ReadWriteLock (Redisson ``RedissonReadWriteLock``; redisson-spec.md 5).
+
+Layout (interoperable with Redisson): one hash at the name with ``mode`` (``read`` or
+``write``), a field per reader owner (``<client uuid>:<owner id>`` -> read holds) and at most
+one writer field (``<owner>:write`` -> write holds); one string key with its own TTL per read
+hold (``{name}:<owner>:rwlock_timeout:<n>``); channel ``redisson_rwlock:{name}``. A read
+release publishes ``0`` (wakes one waiter per client), a write release ``1`` (wakes every
+waiter, so that readers enter together).
+
+Semantics:
+
+* readers share; a writer excludes readers and other writers;
+* the writer may take read holds too, and releasing the write lock while holding read locks
+  **downgrades** to a read lock;
+* a reader **cannot upgrade**: a write request by an owner that holds only read locks waits
+  like any other writer (it never deadlocks silently: with ``try_lock(wait_time=...)`` it
+  times out; with ``lock()`` it waits until every read hold, its own included, is released
+  or expires, so do not call ``lock()`` on the write side while holding the read side);
+* the watchdog renews write holds like an RLock, and read holds per owner of this client
+  only (Redisson 4.4+), so readers of a crashed client expire and stop blocking writers;
+* when a reader leaves, the lock's TTL becomes that of the longest live read lease.
+
+There is no writer preference (as in Redisson): a writer waits for a moment with no reader,
+so a constant stream of overlapping readers can delay it (see ``docs/rw-lock.md``).
+"""
+
+from __future__ import annotations
+
+from syncprims._core.executor import Executor
+from syncprims._core.lock import Command, LockCore
+from syncprims._core.objects import ExpirableCore
+from syncprims._protocol import scripts
+from syncprims._protocol.names import key_prefix, prefix_name, rw_lease_prefix
+from syncprims._services.watchdog import RenewalKind
+
+__all__ = ["ReadLockCore", "ReadWriteLockCore", "WriteLockCore"]
+
+READ_UNLOCK_MESSAGE = "0"
+WRITE_UNLOCK_MESSAGE = "1"
+
+
+def _read_renew_command(
+    lease: int, batch: list[tuple[str, str]]
+) -> tuple[list[str], list[str | int]]:
+    keys: list[str] = []
+    args: list[str | int] = [lease]
+    for name, field in batch:
+        keys += [name, key_prefix(name)]
+        args.append(field)
+    return keys, args
+
+
+READ_RENEWAL = RenewalKind("read lock", scripts.RW_READ_RENEW, _read_renew_command)
+"""Read holds: renew this owner's lease keys and the lock's TTL."""
+
+
+class _SideCore(LockCore):
+    """What both sides share: the hash, the channel ``redisson_rwlock:{name}``."""
+
+    def __init__(self, executor: Executor, name: str) -> None:
+        super().__init__(executor, name)
+        self.channel = prefix_name("redisson_rwlock", self.name)
+
+
+class ReadLockCore(_SideCore):
+    """The read side."""
+
+    kind = "read lock"
+    renewal = READ_RENEWAL
+
+    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
+        return (
+            scripts.RW_READ_ACQUIRE,
+            [self.name, rw_lease_prefix(self.name, field)],
+            [lease, field, f"{field}:write"],
+        )
+
+    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+        ex = self._ex
+        return (
+            scripts.RW_READ_UNLOCK,
+            [
+                self.name,
+                self.channel,
+                rw_lease_prefix(self.name, field),
+                key_prefix(self.name),
+                latch,
+            ],
+            [READ_UNLOCK_MESSAGE, field, ex.publish_command, ex.config.unlock_latch_ttl_ms],
+        )
+
+    def force_unlock_command(self) -> Command:
+        return (
+            scripts.RW_FORCE_UNLOCK,
+            [self.name, self.channel],
+            ["read", READ_UNLOCK_MESSAGE, self._ex.publish_command],
+        )
+
+    async def is_locked(self) -> bool:
+        """Read-locked: mode ``read``, or a writer that also holds read locks."""
+        mode = await self.read("HGET", self.name, "mode", action="checking")
+        if mode == b"read":
+            return True
+        if mode == b"write":
+            return int(await self.read("HLEN", self.name, action="checking")) > 2
+        return False
+
+
+class WriteLockCore(_SideCore):
+    """The write side."""
+
+    kind = "write lock"
+
+    def field(self, owner: int) -> str:
+        return f"{super().field(owner)}:write"
+
+    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
+        return scripts.RW_WRITE_ACQUIRE, [self.name], [lease, field]
+
+    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+        ex = self._ex
+        return (
+            scripts.RW_WRITE_UNLOCK,
+            [self.name, self.channel, latch],
+            [
+                WRITE_UNLOCK_MESSAGE,
+                lease,
+                field,
+                ex.publish_command,
+                ex.config.unlock_latch_ttl_ms,
+            ],
+        )
+
+    def force_unlock_command(self) -> Command:
+        return (
+            scripts.RW_FORCE_UNLOCK,
+            [self.name, self.channel],
+            ["write", WRITE_UNLOCK_MESSAGE, self._ex.publish_command],
+        )
+
+    async def is_locked(self) -> bool:
+        """Write-locked: mode ``write``."""
+        return bool(await self.read("HGET", self.name, "mode", action="checking") == b"write")
+
+
+class ReadWriteLockCore(ExpirableCore):
+    """The factory of both sides; an expirable object on the shared hash."""
+
+    kind = "read-write lock"
+
+    def __init__(self, executor: Executor, name: str) -> None:
+        super().__init__(executor, name)
+        self.read_side = ReadLockCore(executor, self.name)
+        self.write_side = WriteLockCore(executor, self.name)
