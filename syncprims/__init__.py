@@ -11,8 +11,9 @@ asyncio. Start with :func:`connect`::
 """
 
 from syncprims import errors
-from syncprims._sync._client import Client, connect
+from syncprims._sync._client import Client, MasterSet, connect, connect_many
 from syncprims._sync._lock import FairLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims.config import TLS, Config, SingleServer
 from syncprims.errors import (
@@ -38,9 +39,12 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "MasterSet",
+    "MultiLock",
     "RExpirable",
     "RLock",
     "RObject",
+    "RedLock",
     "ReadLock",
     "ReadWriteLock",
     "WriteLock",
@@ -52,5 +56,6 @@ __all__ = [
     "TransportError",
     "__version__",
     "connect",
+    "connect_many",
     "errors",
 ]

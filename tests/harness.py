@@ -9,6 +9,7 @@ reentrancy and contention behave as they would in a real program of that face.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -91,7 +92,9 @@ class _TaskActor(Actor):
                 return
             fn, args, kwargs, future = item
             try:
-                result = await fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):  # most methods are coroutines, a few are not
+                    result = await result
             except BaseException as error:
                 if not future.done():
                     future.set_exception(error)
@@ -150,6 +153,18 @@ class Face:
             )
         self._clients.append(client)
         return client
+
+    async def connect_many(self, urls: list[str], **options: Any) -> Any:
+        """A MasterSet of this face; shut down when the test ends."""
+        masters: Any
+        if self.is_async:
+            masters = await syncprims.asyncio.connect_many(urls, **options)
+        else:
+            masters = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: syncprims.connect_many(urls, **options)
+            )
+        self._clients.append(masters)
+        return masters
 
     def actor(self) -> Actor:
         """A new owner: a thread (sync) or a task (asyncio)."""

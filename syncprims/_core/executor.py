@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import attrs
+
 from syncprims._protocol.scripts import Script
 from syncprims._services.janitor import Janitor
 from syncprims._services.pubsub import Subscription, WakePolicy
@@ -25,7 +27,19 @@ from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import Orphan
 from syncprims.config import Config
 
-__all__ = ["Executor"]
+__all__ = ["Call", "Executor"]
+
+
+@attrs.frozen
+class Call:
+    """One script call of a fan-out (:meth:`Executor.eval_many`), on its own executor."""
+
+    executor: Executor
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[str | int]
+    context: str
+    on_orphan: Orphan | None = None
 
 
 class Executor(Protocol):
@@ -69,6 +83,15 @@ class Executor(Protocol):
 
     async def command(self, *args: str | int, context: str) -> Any:
         """Run one plain command once. Raises as :meth:`eval`."""
+
+    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+        """Run several scripts at once, each on its own executor (all of this face's type).
+
+        The cost is the slowest call, not the sum. Never raises a ``SyncPrimsError``.
+
+        Returns:
+            One entry per call: the reply, or the ``SyncPrimsError`` it failed with.
+        """
 
     def subscribe(self, channel: str, policy: WakePolicy) -> Subscription:
         """Take a reference on a channel subscription (never blocks).

@@ -27,7 +27,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
-from syncprims._core.executor import Executor
+from syncprims._core.executor import Call, Executor
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
 from syncprims._core.waiting import acquire_loop
@@ -42,6 +42,23 @@ from syncprims.errors import LockNotHeldError
 __all__ = ["LockCore"]
 
 UNLOCK_MESSAGE = "0"
+
+
+def threading_wait(blocking: object, timeout: object) -> float:
+    """The wait time, seconds, of ``threading.Lock.acquire(blocking, timeout)``.
+
+    Raises:
+        TypeError: ``blocking`` is not a bool.
+        ValueError: a timeout with ``blocking=False``, or a negative timeout other than -1.
+    """
+    if not isinstance(blocking, bool):
+        raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
+    if timeout == -1 or timeout is None:
+        return math.inf if blocking else 0.0
+    if not blocking:
+        raise ValueError("can't specify a timeout for a non-blocking call")
+    return to_seconds(timeout, "timeout")
+
 
 Command: TypeAlias = tuple[scripts.Script, list[str], list[str | int]]
 """A script call: the script, its KEYS and its ARGV."""
@@ -165,15 +182,43 @@ class LockCore(ExpirableCore):
         Raises:
             ValueError: a timeout with ``blocking=False``, or a negative timeout other than -1.
         """
-        if not isinstance(blocking, bool):
-            raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
-        if timeout == -1 or timeout is None:
-            wait = math.inf if blocking else 0.0
-        else:
-            if not blocking:
-                raise ValueError("can't specify a timeout for a non-blocking call")
-            wait = to_seconds(timeout, "timeout")
-        return await self.try_lock(owner, wait, None)
+        return await self.try_lock(owner, threading_wait(blocking, timeout), None)
+
+    # -- parts for a fan-out over several locks (MultiLock, RedLock) ---------------------------
+
+    def acquire_call(self, field: str, lease: int) -> Call:
+        """A single acquire attempt (never queues) as a fan-out call."""
+        script, keys, args = self.acquire_command(field, lease, 0.0)
+        return Call(
+            self._ex,
+            script,
+            keys,
+            args,
+            self.context("acquiring"),
+            lambda late: self.on_abandoned_attempt(field, 0.0, late),
+        )
+
+    def release_call(self, field: str) -> tuple[Call, str]:
+        """An unlock of one hold of ``field`` as a fan-out call, and its latch key."""
+        latch = unlock_latch_key(self.name, new_request_id())
+        lease = self._leases.get(field, self._watchdog_ms())
+        script, keys, args = self.unlock_command(field, lease, latch)
+        return Call(self._ex, script, keys, args, self.context("releasing")), latch
+
+    async def retry_release(self, call: Call) -> Any:
+        """Retry a release call alone (idempotent: the same latch key)."""
+        ex = self._ex
+        return await with_retry(
+            ex,
+            lambda: ex.eval(call.script, call.keys, call.args, context=call.context),
+            idempotent=True,
+        )
+
+    def released(self, field: str, reply: Any, latch: str) -> None:
+        """Book-keeping after a release call."""
+        self._ex.janitor.discard(latch)
+        if reply != 0:
+            self._leases.pop(field, None)
 
     # -- release ------------------------------------------------------------------------------
 

@@ -225,7 +225,9 @@ class PubSubRegistry:
             except Exception as error:
                 if self._stopping():
                     return
-                log.warning(
+                # Once per outage at WARNING; the retries that follow at DEBUG.
+                log.log(
+                    logging.WARNING if delay == 0.05 else logging.DEBUG,
                     "pub/sub connection to %s failed (%s); retrying in %.2f s",
                     self._spec.address,
                     error,

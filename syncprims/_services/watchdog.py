@@ -235,7 +235,14 @@ class Watchdog:
 
     def _renew_failed(self, batch: list[_Renewal], error: Exception) -> None:
         now = time.monotonic()
-        log.warning("watchdog: renewing %d lock(s) failed: %s", len(batch), error)
+        # WARNING for the first failure of a batch whose leases were fresh; then DEBUG.
+        fresh = any(now - r.renewed < self._period * 1.5 for r in batch)
+        log.log(
+            logging.WARNING if fresh else logging.DEBUG,
+            "watchdog: renewing %d lock(s) failed: %s",
+            len(batch),
+            error,
+        )
         for renewal in batch:
             left = renewal.renewed + self._lease - now
             if left <= 0:

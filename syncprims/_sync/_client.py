@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -13,10 +15,13 @@ from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.stepping import run as _run
 from syncprims._sync._lock import FairLock, ReadWriteLock, RLock
+from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._transport.executor import SyncExecutor as _Executor
 from syncprims.config import Config
+from syncprims.errors import TransportError
 
-__all__ = ["Client", "connect"]
+__all__ = ["Client", "MasterSet", "connect", "connect_many"]
+log = logging.getLogger("syncprims")
 
 
 class Client:
@@ -36,11 +41,12 @@ class Client:
         self._ex = executor
 
     @classmethod
-    def create(cls, config: Config | None = None) -> Self:
+    def create(cls, config: Config | None = None, *, check: bool = True) -> Self:
         """Create a client and check that Redis answers.
 
         Args:
             config: the configuration; ``None`` for ``Config()`` (Redis on 127.0.0.1:6379).
+            check: ``False`` to skip the PING (the client connects on first use).
 
         Returns:
             A connected client.
@@ -55,11 +61,12 @@ class Client:
         if not isinstance(config, Config):
             raise TypeError(f"config must be a syncprims.Config, not {type(config).__name__}")
         client = cls(_Executor(config))
-        try:
-            _run(client._ex.command("PING", context="connecting"))
-        except BaseException:
-            client.shutdown()
-            raise
+        if check:
+            try:
+                _run(client._ex.command("PING", context="connecting"))
+            except BaseException:
+                client.shutdown()
+                raise
         return client
 
     def __repr__(self) -> str:
@@ -108,6 +115,15 @@ class Client:
         """
         return ReadWriteLock(ReadWriteLockCore(self._ex, name))
 
+    def get_multi_lock(self, *locks: RLock) -> MultiLock:
+        """A :class:`MultiLock` of ``locks`` (lock objects of this face, from any client).
+
+        Raises:
+            TypeError: an argument is not a lock of this face.
+            ValueError: no lock.
+        """
+        return MultiLock(*locks)
+
     def shutdown(self) -> None:
         """Stop the services and close every connection. Idempotent.
 
@@ -148,3 +164,96 @@ def connect(url: str | None = None, **options: Any) -> Client:
     if url is None:
         url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
     return Client.create(Config.single_server(url, **options))
+
+
+class MasterSet:
+    """Clients of several independent Redis masters, for locks across all of them.
+
+    Made by :func:`connect_many`. ``get_red_lock(name)`` locks ``name`` on a majority of the
+    masters; ``get_multi_lock(name)`` on all of them.
+    """
+
+    def __init__(self, clients: Sequence[Client]) -> None:
+        if not clients:
+            raise ValueError("a MasterSet needs at least one client")
+        self._clients = tuple(clients)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self._clients)} masters>"
+
+    @property
+    def clients(self) -> tuple[Client, ...]:
+        """One client per master, in the order of the URLs."""
+        return self._clients
+
+    def get_red_lock(self, name: str) -> RedLock:
+        """A :class:`RedLock` of the lock ``name`` on every master (no Redis call is made).
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return RedLock(*(client.get_lock(name) for client in self._clients))
+
+    def get_multi_lock(self, name: str) -> MultiLock:
+        """A :class:`MultiLock` of the lock ``name`` on every master (all must be held).
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return MultiLock(*(client.get_lock(name) for client in self._clients))
+
+    def shutdown(self) -> None:
+        """Shut every client down. Idempotent."""
+        for client in self._clients:
+            client.shutdown()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+
+def connect_many(urls: Sequence[str], **options: Any) -> MasterSet:
+    """Connect to several independent Redis masters (for RedLock and MultiLock).
+
+    Each master gets its own client. The per-node ``timeout`` and ``connect_timeout`` default
+    to 0.5 s here (not 3 s and 5 s): a dead master should cost little next to the wait time.
+    A master that does not answer now is tolerated while a majority does (its client
+    connects when it comes back).
+
+    Args:
+        urls: one URL per master (see :func:`connect`).
+        **options: :class:`~syncprims.Config` attributes, applied to every client.
+
+    Returns:
+        A :class:`MasterSet`.
+
+    Raises:
+        ValueError: no URL.
+        TransportError: fewer than a majority of the masters answered.
+    """
+    if isinstance(urls, str) or not urls:
+        raise ValueError("urls must be a non-empty list of URLs")
+    options.setdefault("timeout", 0.5)
+    options.setdefault("connect_timeout", 0.5)
+    clients: list[Client] = []
+    failures: list[TransportError] = []
+    for url in urls:
+        config = Config.single_server(url, **options)
+        try:
+            clients.append(Client.create(config))
+        except TransportError as error:
+            failures.append(error)
+            log.warning("master %s does not answer (%s); going on without it for now", url, error)
+            clients.append(Client.create(config, check=False))
+    if len(failures) > len(urls) - (len(urls) // 2 + 1):
+        for client in clients:
+            client.shutdown()
+        raise failures[0]
+    return MasterSet(clients)

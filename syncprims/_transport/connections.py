@@ -39,12 +39,13 @@ except ImportError:  # pragma: no cover - hiredis is a dependency, but stay usab
 def pack(conn: Any, command: tuple[Any, ...]) -> Any:
     """Encode a command for ``send_packed_command``.
 
-    With hiredis (a dependency) this is its C encoder: ``redis.asyncio`` connections
-    otherwise pack in pure Python, which measured here as a quarter of an uncontended
-    acquire+release in the asyncio face.
+    With hiredis (a dependency) this is its C encoder, called directly: ``redis.asyncio``
+    connections otherwise pack in pure Python (a quarter of an uncontended acquire+release
+    in the asyncio face, measured here), and the blocking connections wrap the same encoder
+    in a per-argument Python check.
     """
     if _hiredis_pack is not None:
-        return _hiredis_pack(command)
+        return [_hiredis_pack(command)]  # a list: both faces' send_packed_command iterate it
     return conn.pack_command(*command)
 
 

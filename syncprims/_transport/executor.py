@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from syncprims._core.executor import Call
 from syncprims._protocol.ids import new_client_id
 from syncprims._protocol.scripts import Script
 from syncprims._services.janitor import Janitor
@@ -28,8 +29,9 @@ from syncprims._services.pubsub import PubSubRegistry, Subscription, WakePolicy
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import AsyncConnections, Orphan
 from syncprims._transport.connections import async_spec, sync_spec
-from syncprims._transport.sync import SyncConnections
+from syncprims._transport.sync import SyncConnections, fan_out
 from syncprims.config import Config
+from syncprims.errors import SyncPrimsError
 
 __all__ = ["AsyncExecutor", "ExecutorBase", "SyncExecutor"]
 
@@ -134,6 +136,19 @@ class SyncExecutor(ExecutorBase):
     async def command(self, *args: str | int, context: str) -> Any:
         return await self.connections.command(*args, context=context)
 
+    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+        pools = []
+        for call in calls:
+            if not isinstance(call.executor, SyncExecutor):
+                raise TypeError("a fan-out mixes the sync and the asyncio face")
+            pools.append(call.executor.connections)
+        return fan_out(
+            [
+                (pool, call.script, call.keys, call.args, call.context)
+                for pool, call in zip(pools, calls, strict=True)
+            ]
+        )
+
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
         return sub.ready.wait_sync(timeout)
 
@@ -167,6 +182,7 @@ class AsyncExecutor(ExecutorBase):
             max_connections=config.max_connections,
             orphan_timeout=config.lock_watchdog_timeout,
         )
+        self._undoing: set[asyncio.Task[None]] = set()
 
     async def eval(
         self,
@@ -181,6 +197,49 @@ class AsyncExecutor(ExecutorBase):
 
     async def command(self, *args: str | int, context: str) -> Any:
         return await self.connections.command(*args, context=context)
+
+    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+        for call in calls:
+            if not isinstance(call.executor, AsyncExecutor):
+                raise TypeError("a fan-out mixes the sync and the asyncio face")
+        loop = asyncio.get_running_loop()
+        tasks = [
+            loop.create_task(
+                call.executor.eval(
+                    call.script,
+                    call.keys,
+                    call.args,
+                    context=call.context,
+                    on_orphan=call.on_orphan,
+                )
+            )
+            for call in calls
+        ]
+        try:
+            replies = await asyncio.gather(*tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            # Calls still in flight were cancelled and undo themselves (on_orphan); calls that
+            # had already answered are undone here.
+            for call, task in zip(calls, tasks, strict=True):
+                finished = task.done() and not task.cancelled() and task.exception() is None
+                if call.on_orphan is not None and finished:
+                    self._undo(call.on_orphan, task.result())
+            raise
+        for reply in replies:
+            if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
+                raise reply
+        return list(replies)
+
+    def _undo(self, on_orphan: Orphan, reply: Any) -> None:
+        async def undo() -> None:
+            try:
+                await on_orphan(reply)
+            except Exception:
+                log.exception("undoing an abandoned fan-out call failed; its lease bounds it")
+
+        task = asyncio.get_running_loop().create_task(undo())
+        self._undoing.add(task)
+        task.add_done_callback(self._undoing.discard)
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
         return await sub.ready.wait_async(timeout)

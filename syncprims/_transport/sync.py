@@ -23,10 +23,10 @@ import redis.exceptions
 
 from syncprims._protocol.scripts import Script
 from syncprims._transport.aio import Orphan
-from syncprims._transport.connections import ConnectionSpec, translate
-from syncprims.errors import ClientClosedError, RedisConnectionError
+from syncprims._transport.connections import ConnectionSpec, pack, translate
+from syncprims.errors import ClientClosedError, RedisConnectionError, SyncPrimsError
 
-__all__ = ["SyncConnections"]
+__all__ = ["SyncConnections", "fan_out"]
 
 
 def _discard_if_stale(conn: Any) -> None:
@@ -36,10 +36,12 @@ def _discard_if_stale(conn: Any) -> None:
     on each would be written into the void and fail *after* sending, which an acquire may not
     retry. redis-py's own pool makes the same check; it costs ~2.5 us here.
     """
+    if not conn.is_connected:
+        return  # it connects when the command is sent (no probe: that would handshake here)
     try:
         if conn.can_read():
             conn.disconnect()
-    except (redis.exceptions.ConnectionError, OSError):
+    except (redis.exceptions.RedisError, OSError):
         conn.disconnect()
 
 
@@ -116,10 +118,29 @@ class SyncConnections:
 
     def _call(self, command: tuple[Any, ...], context: str, script: Script | None) -> Any:
         conn = self._get(context)
-        sent = False
         try:
-            conn.send_packed_command(conn.pack_command(*command), check_health=False)
-            sent = True
+            self._send(conn, command, context)
+            return self._receive(conn, command, context, script)
+        finally:
+            self._put(conn)
+
+    def _send(self, conn: Any, command: tuple[Any, ...], context: str) -> None:
+        """Write a command; a failure here means it did not run."""
+        try:
+            conn.send_packed_command(pack(conn, command), check_health=False)
+        except (redis.exceptions.RedisError, OSError) as error:
+            conn.disconnect()
+            raise self._translate(error, context, sent=False) from error
+        except BaseException:
+            conn.disconnect()
+            raise
+
+    def _receive(
+        self, conn: Any, command: tuple[Any, ...], context: str, script: Script | None
+    ) -> Any:
+        """Read the reply of a command sent by :meth:`_send` (SCRIPT LOAD and again on NOSCRIPT)."""
+        sent = True
+        try:
             try:
                 return conn.read_response(disconnect_on_error=True)
             except redis.exceptions.NoScriptError:
@@ -128,20 +149,22 @@ class SyncConnections:
                 sent = False  # NOSCRIPT: it did not run
                 conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
                 conn.read_response()
-                conn.send_packed_command(conn.pack_command(*command), check_health=False)
+                conn.send_packed_command(pack(conn, command), check_health=False)
                 sent = True
                 return conn.read_response()
+        except redis.exceptions.ResponseError as error:
+            raise self._translate(error, context, sent=sent) from None
         except (redis.exceptions.RedisError, OSError) as error:
-            if not isinstance(error, redis.exceptions.ResponseError):
-                conn.disconnect()
-            raise translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=sent
-            ) from (None if isinstance(error, redis.exceptions.ResponseError) else error)
+            conn.disconnect()
+            raise self._translate(error, context, sent=sent) from error
         except BaseException:
             conn.disconnect()
             raise
-        finally:
-            self._put(conn)
+
+    def _translate(self, error: BaseException, context: str, *, sent: bool) -> Exception:
+        return translate(
+            error, context=context, address=self.address, timeout=self.timeout, sent=sent
+        )
 
     def close(self) -> None:
         """Disconnect idle connections; later calls raise ``ClientClosedError``."""
@@ -156,3 +179,48 @@ class SyncConnections:
         self._free = deque()
         if self._max:
             self._slots = threading.BoundedSemaphore(self._max)
+
+
+def fan_out(
+    calls: Sequence[tuple[SyncConnections, Script, Sequence[str], Sequence[str | int], str]],
+) -> list[Any]:
+    """Run scripts on several servers at once from one thread: write all, then read all.
+
+    Each reply is read with its own server's timeout; since every command was sent first,
+    the whole costs about the slowest server, not the sum.
+
+    Returns:
+        One entry per call: the reply, or the ``SyncPrimsError`` it failed with.
+    """
+    results: list[Any] = [None] * len(calls)
+    in_flight: list[tuple[int, Any]] = []
+    try:
+        for i, (pool, script, keys, args, context) in enumerate(calls):
+            command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+            try:
+                conn = pool._get(context)
+            except SyncPrimsError as error:
+                results[i] = error
+                continue
+            try:
+                pool._send(conn, command, context)
+            except SyncPrimsError as error:
+                pool._put(conn)
+                results[i] = error
+                continue
+            in_flight.append((i, conn))
+        while in_flight:
+            i, conn = in_flight.pop(0)
+            pool, script, keys, args, context = calls[i]
+            command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+            try:
+                results[i] = pool._receive(conn, command, context, script)
+            except SyncPrimsError as error:
+                results[i] = error
+            finally:
+                pool._put(conn)
+    finally:
+        for i, conn in in_flight:  # interrupted: drop what was not read
+            conn.disconnect()
+            calls[i][0]._put(conn)
+    return results

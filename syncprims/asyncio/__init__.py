@@ -12,8 +12,9 @@ A client belongs to the event loop that uses it; used from a new loop (a second
 ``asyncio.run()``), it opens new connections for that loop.
 """
 
-from syncprims.asyncio._client import Client, connect
+from syncprims.asyncio._client import Client, MasterSet, connect, connect_many
 from syncprims.asyncio._lock import FairLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.config import TLS, Config, SingleServer
 
@@ -22,12 +23,16 @@ __all__ = [
     "Client",
     "Config",
     "FairLock",
+    "MasterSet",
+    "MultiLock",
     "RExpirable",
     "RLock",
     "RObject",
+    "RedLock",
     "ReadLock",
     "ReadWriteLock",
     "WriteLock",
     "SingleServer",
     "connect",
+    "connect_many",
 ]

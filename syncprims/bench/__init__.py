@@ -7,6 +7,8 @@ Scenarios (each repeated; medians and min..max spread):
 3. ``contended``: 4 processes x 2 threads on one lock: handoffs between workers per second;
 4. ``rw``: 8 readers cycling on a read-write lock: how long a writer waits (FairLock figures
    are rows of scenarios 1-3);
+5. ``redlock``: RedLock on 5 masters vs 1 (acquire latency, pairs/s), next to pottery on the
+   same masters (4 more embedded servers are started for it);
 6. ``watchdog``: many locks held with the watchdog: CPU, renewals per round trip, leases kept.
 
 Results go to a folder (``results.json``, ``table.md`` and, with matplotlib, ``chart.png``).
@@ -31,6 +33,7 @@ from syncprims.bench.scenarios import (
     Settings,
     contended,
     handoff,
+    redlock,
     rw_writer_wait,
     uncontended,
     watchdog_scale,
@@ -43,6 +46,7 @@ SCENARIOS: dict[str, Callable[[list[str], Settings, Callable[[str], None]], list
     "handoff": handoff,
     "contended": contended,
     "rw": rw_writer_wait,
+    "redlock": redlock,
     "watchdog": watchdog_scale,
 }
 
@@ -86,6 +90,15 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
                 _find(rows, "handoff", "python-redis-lock", "p99"), "<", 1.0),
         _target("handoff p50 <= 1.4 x BLPOP floor", _find(rows, "handoff", "syncprims", "p50"),
                 _find(rows, "handoff", "BLPOP floor", "p50"), "<=", 1.4),
+        _target("RedLock x5 pairs/s >= 0.8 x RedLock on 1 master",
+                _find(rows, "redlock", "syncprims RedLock x5", "pairs/s"),
+                _find(rows, "redlock", "syncprims RedLock", "pairs/s"), ">=", 0.8),
+        _target("RedLock x5 pairs/s >= 4 x pottery on the same 5 masters",
+                _find(rows, "redlock", "syncprims RedLock x5", "pairs/s"),
+                _find(rows, "redlock", "pottery Redlock x5", "pairs/s"), ">=", 4.0),
+        _target("RedLock x5 acquire p50 < 1.5 x on 1 master",
+                _find(rows, "redlock", "syncprims RedLock x5", "acquire p50"),
+                _find(rows, "redlock", "syncprims RedLock", "acquire p50"), "<", 1.5),
         _target("contended handoffs/s >= 1.3 x python-redis-lock",
                 _find(rows, "contended", "syncprims", "handoffs/s"),
                 _find(rows, "contended", "python-redis-lock", "handoffs/s"), ">=", 1.3),
@@ -257,6 +270,10 @@ def main(args: Any) -> int:
         if embedded and isinstance(embedded[0], FakeServer):
             print("note: fakeredis is far slower than Redis: these figures say little")
         print(f"syncprims bench on {servers}; scenarios: {', '.join(scenarios)}", flush=True)
+        if "redlock" in scenarios:  # it needs 5 independent masters
+            extra = [start_embedded() for _ in range(5 - len(urls))]
+            embedded += extra
+            urls = urls + [server.url for server in extra]
         out_dir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
         run(urls, scenarios, settings, out_dir=out_dir, stream=sys.stdout, servers=servers)
     finally:

@@ -5,6 +5,7 @@ clients. Each peer's lock is used the way its documentation suggests, with a 30 
 
 * ``syncprims``: ``RLock.lock()`` / ``unlock()`` (watchdog lease), pub/sub wake-ups;
   ``syncprims FairLock``: the same calls on a ``FairLock`` (scenario 4);
+  ``syncprims RedLock`` (x5): a ``RedLock`` over 1 (5) masters from ``connect_many``;
 * ``redis-py Lock``: ``Redis.lock(name, timeout=30)``, default ``sleep=0.1`` polling;
 * ``python-redis-lock``: ``redis_lock.Lock(conn, name, expire=30)``, BLPOP wake-ups;
 * ``pottery Redlock``: ``Redlock(key=name, masters=..., auto_release_time=30)``, polling;
@@ -58,6 +59,8 @@ PEERS = {
     for p in [
         Peer("syncprims", None),
         Peer("syncprims FairLock", None),
+        Peer("syncprims RedLock", None),
+        Peer("syncprims RedLock x5", None, masters=5),
         Peer("redis-py Lock", None),
         Peer("python-redis-lock", "redis_lock"),
         Peer("pottery Redlock", "pottery"),
@@ -178,6 +181,11 @@ def open_peer(name: str, urls: list[str]) -> Session:
         ImportError: the peer's library is not installed.
     """
     peer = PEERS[name]
+    if name.startswith("syncprims RedLock"):
+        import syncprims
+
+        masters = syncprims.connect_many(urls[: peer.masters])
+        return Session(lambda n: _SyncprimsLock(masters.get_red_lock(n)), masters.shutdown)
     if name.startswith("syncprims"):
         import syncprims
 

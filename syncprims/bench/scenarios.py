@@ -571,3 +571,51 @@ def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> l
             Row("rw", peer, f"writes starved for {cap:g} s", "count", tuple(timed_out)),
         ]
     return rows
+
+
+# -- 5: RedLock on 5 masters vs 1, next to pottery ------------------------------------------------
+
+
+REDLOCK = ["syncprims RedLock", "syncprims RedLock x5", "pottery Redlock", "pottery Redlock x5"]
+
+
+def _latency_and_rate(lock: Any, seconds: float) -> tuple[float, float]:
+    for _ in range(100):
+        lock.acquire()
+        lock.release()
+    samples: list[float] = []
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        began = time.perf_counter()
+        lock.acquire()
+        samples.append((time.perf_counter() - began) * 1000)
+        lock.release()
+        now = time.perf_counter()
+        if now >= deadline:
+            samples.sort()
+            return _quantile(samples, 0.5), len(samples) / (now - start)
+
+
+def redlock(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenario 5: RedLock on 5 masters vs 1, uncontended: acquire p50 and pairs/s."""
+    if len(urls) < 5:
+        raise ValueError("the redlock scenario needs 5 masters")
+    peers = _present(REDLOCK, progress)
+    latency: dict[str, list[float]] = {p: [] for p in peers}
+    rate: dict[str, list[float]] = {p: [] for p in peers}
+    for repeat in range(settings.repeats):
+        for peer in peers:
+            session = open_peer(peer, urls)
+            lock = session.lock(_key("red"))
+            p50, pairs = _latency_and_rate(lock, settings.seconds)
+            session.close()
+            latency[peer].append(p50)
+            rate[peer].append(pairs)
+            progress(
+                f"  redlock      run {repeat + 1}/{settings.repeats}  {peer:<22} "
+                f"acquire p50 {p50:6.3f} ms  {pairs:>8,.0f} pairs/s"
+            )
+    rows = [Row("redlock", p, "acquire p50", "ms", tuple(v)) for p, v in latency.items()]
+    rows += [Row("redlock", p, "pairs/s", "1/s", tuple(v)) for p, v in rate.items()]
+    return rows

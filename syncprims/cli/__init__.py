@@ -48,7 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
             "or REDIS_URL it starts an embedded server (redis-server from PATH, else fakeredis)."
         ),
     )
-    demo.add_argument("--url", help="Redis URL (default: $REDIS_URL, else an embedded server)")
+    demo.add_argument(
+        "--url",
+        action="append",
+        help="Redis URL (default: $REDIS_URL, else an embedded server); "
+        "repeat it once per master for --primitive redlock",
+    )
+    demo.add_argument(
+        "--masters",
+        type=_positive_int,
+        default=5,
+        help="with --primitive redlock and no --url: how many embedded masters to start "
+        "(a minority of them is killed half way through)",
+    )
     demo.add_argument("--primitive", choices=PRIMITIVES, default="lock")
     demo.add_argument("--processes", type=_positive_int, default=4)
     demo.add_argument("--threads", type=_positive_int, default=2, help="threads per process")
@@ -74,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenario",
         action="append",
-        choices=["uncontended", "handoff", "contended", "rw", "watchdog"],
+        choices=["uncontended", "handoff", "contended", "rw", "redlock", "watchdog"],
         help="run only this scenario (repeatable; default: all)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer, shorter runs (~2 minutes)")

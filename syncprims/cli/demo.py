@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -24,14 +25,14 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import attrs
 
 __all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
 
-PRIMITIVES = ("lock", "fair", "rw")
+PRIMITIVES = ("lock", "fair", "rw", "redlock")
 READ_HOLD = 0.001
 """Seconds a reader of ``--primitive rw`` stays inside, so that readers visibly share."""
 
@@ -79,6 +80,8 @@ class DemoResult:
     writer_wait_p50_ms: float | None = None
     writer_wait_max_ms: float | None = None
     read_ratio: float | None = None
+    masters: int | None = None
+    quorum_lost: int | None = None
 
     @property
     def rate(self) -> float:
@@ -169,7 +172,7 @@ def reader_concurrency(holds: list[Hold]) -> tuple[float, int] | None:
 class _Job:
     """What one worker process does (picklable, for the spawn start method)."""
 
-    url: str
+    urls: tuple[str, ...]
     primitive: str
     lock_name: str
     counter_key: str
@@ -184,17 +187,28 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
 
     import syncprims
 
-    url, worker, seconds = job.url, job.worker, job.seconds
+    worker, seconds = job.worker, job.seconds
     lock_name, counter_key = job.lock_name, job.counter_key
-    client = syncprims.connect(url)
-    raw = redis.Redis.from_url(url)
+    # Failures (a master killed on purpose) are part of the show: errors are reported below.
+    logging.getLogger("syncprims").setLevel(logging.ERROR)
+    if job.primitive == "redlock":
+        masters = syncprims.connect_many(job.urls)
+        close = masters.shutdown
+    else:
+        client = syncprims.connect(job.urls[0])
+        close = client.shutdown
+    raw = redis.Redis.from_url(job.urls[0])
     holds: list[Hold] = []
     errors: list[str] = []
+    lost = [0]  # redlock: unlocks that found less than a quorum (masters were killed)
     mutex = threading.Lock()
 
     def run(thread: int) -> None:
         rng = random.Random(worker * 1000 + thread)
-        if job.primitive == "rw":
+        sides: dict[str, Any]
+        if job.primitive == "redlock":
+            sides = {"x": masters.get_red_lock(lock_name)}
+        elif job.primitive == "rw":
             rw = client.get_read_write_lock(lock_name)
             sides = {"r": rw.read_lock(), "w": rw.write_lock()}
         else:
@@ -218,7 +232,14 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
                     value = int(raw.get(counter_key) or 0)
                     raw.set(counter_key, value + 1)
                 released = time.monotonic_ns()
-                lock.unlock()
+                try:
+                    lock.unlock()
+                except syncprims.LockNotHeldError:
+                    if job.primitive != "redlock":
+                        raise
+                    # A killed master held part of this holder's quorum: what is left is a
+                    # minority, which nobody else can outvote, so exclusion held anyway.
+                    lost[0] += 1
                 local.append(Hold(worker, thread, acquired, released, requested, mode))
                 with progress.get_lock():
                     progress.value += 1
@@ -234,13 +255,13 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
         t.start()
     for t in pool:
         t.join()
-    results.put(([attrs.astuple(h) for h in holds], errors))
-    client.shutdown()
+    results.put(([attrs.astuple(h) for h in holds], errors, lost[0]))
+    close()
     raw.close()
 
 
 def run_demo(
-    url: str,
+    url: str | Sequence[str],
     *,
     primitive: str = "lock",
     processes: int = 4,
@@ -250,12 +271,14 @@ def run_demo(
     out: TextIO | None = None,
     progress_interval: float = 1.0,
     read_ratio: float = 0.9,
+    midway: Callable[[], str] | None = None,
 ) -> DemoResult:
     """Run the contention demo against ``url`` and return what it measured.
 
     Args:
-        url: the Redis server.
-        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock) or ``"rw"`` (ReadWriteLock).
+        url: the Redis server; for ``"redlock"``, one URL per master.
+        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"rw"`` (ReadWriteLock) or
+            ``"redlock"`` (RedLock over the masters; the counter lives on the first).
         processes: worker processes (>= 1).
         threads: threads per process (>= 1).
         seconds: how long the workers contend.
@@ -263,6 +286,8 @@ def run_demo(
         out: where progress lines go (``None``: nowhere).
         progress_interval: seconds between progress lines.
         read_ratio: with ``"rw"``, the share of critical sections that only read.
+        midway: called once half way through the run (e.g. to kill masters); its return
+            value is printed.
 
     Raises:
         ValueError: a bad argument.
@@ -278,6 +303,9 @@ def run_demo(
         raise ValueError("read_ratio must be between 0 and 1")
     import redis
 
+    urls = [url] if isinstance(url, str) else list(url)
+    if not urls:
+        raise ValueError("no Redis URL")
     run_id = uuid.uuid4().hex[:8]
     lock_name = f"syncprims:demo:{run_id}"
     counter_key = f"syncprims:demo:{run_id}:counter"
@@ -290,7 +318,9 @@ def run_demo(
         ctx.Process(
             target=_worker,
             args=(
-                _Job(url, primitive, lock_name, counter_key, w, threads, seconds, read_ratio),
+                _Job(
+                    tuple(urls), primitive, lock_name, counter_key, w, threads, seconds, read_ratio
+                ),
                 ready,
                 start,
                 progress,
@@ -309,7 +339,7 @@ def run_demo(
     emit(f"{processes} processes x {threads} threads contend for {primitive} {lock_name!r}")
     started = time.monotonic()
     start.set()
-    collected: list[tuple[list[tuple[int, int, int, int]], list[str]]] = []
+    collected: list[tuple[list[tuple[Any, ...]], list[str], int]] = []
     last = 0
     while len(collected) < processes:
         try:
@@ -318,6 +348,9 @@ def run_demo(
         except Exception:  # queue.Empty: time for a progress line
             pass
         elapsed = time.monotonic() - started
+        if midway is not None and elapsed >= seconds / 2:
+            emit(f"  {elapsed:5.1f} s  {midway()}")
+            midway = None
         count = progress.value
         emit(
             f"  {elapsed:5.1f} s  {count:>9,} acquisitions  {count - last:>7,} in the last interval"
@@ -327,16 +360,19 @@ def run_demo(
             raise RuntimeError("workers did not finish within 60 s of the end of the run")
     for p in workers:
         p.join(10)
-    errors = [e for _, errs in collected for e in errs]
+    errors = [e for _, errs, _ in collected for e in errs]
     if errors:
         raise RuntimeError("worker failures: " + "; ".join(errors[:5]))
-    holds = [Hold(*h) for records, _ in collected for h in records]
-    raw = redis.Redis.from_url(url)
+    holds = [Hold(*h) for records, _, _ in collected for h in records]
+    quorum_lost = sum(n for _, _, n in collected)
+    raw = redis.Redis.from_url(urls[0])
     counter = int(raw.get(counter_key) or 0)
     raw.delete(counter_key)
     raw.close()
     overlaps, handoffs = analyse(holds)
     extra: dict[str, Any] = {}
+    if primitive == "redlock":
+        extra = {"masters": len(urls), "quorum_lost": quorum_lost}
     if primitive == "rw":
         writes = [h for h in holds if h.mode == "w"]
         waits = sorted((h.acquired_ns - h.requested_ns) / 1e6 for h in writes)
@@ -360,7 +396,7 @@ def run_demo(
         handoffs=len(handoffs),
         handoff_p50_ms=_percentile(handoffs, 0.50),
         handoff_p99_ms=_percentile(handoffs, 0.99),
-        server=server or url,
+        server=server or ", ".join(urls),
         fifo_fraction=fifo_fraction(holds),
         **extra,
     )
@@ -399,6 +435,15 @@ def report(result: DemoResult, out: TextIO) -> None:
     if result.fifo_fraction is not None:
         fifo = f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order"
         rows.append(("FIFO order", fifo))
+    if result.masters is not None:
+        rows.append(("masters", f"{result.masters} (a majority: {result.masters // 2 + 1})"))
+        rows.append(
+            (
+                "quorum lost",
+                f"{result.quorum_lost} unlocks found less than a majority held "
+                "(part of it was on a killed master)",
+            )
+        )
     if result.writes is not None:
         reads = result.acquisitions - result.writes
         rows.append(
@@ -427,21 +472,39 @@ def report(result: DemoResult, out: TextIO) -> None:
 
 def main(args: Any) -> int:
     """The ``demo`` subcommand."""
-    from syncprims._embedded import start_embedded
+    from syncprims._embedded import EmbeddedServer, RedisServer, start_embedded
 
     out = sys.stdout
-    url = args.url or os.environ.get("REDIS_URL")
-    embedded = None
-    if url:
-        server = url
-        print(f"Using Redis at {url}", file=out)
-    else:
-        embedded = start_embedded()
-        url, server = embedded.url, embedded.description
-        print(f"No --url or REDIS_URL given: started an embedded {server}", file=out)
+    urls: list[str] = list(args.url or [])
+    if not urls and os.environ.get("REDIS_URL"):
+        urls = [os.environ["REDIS_URL"]]
+    wanted = args.masters if args.primitive == "redlock" else 1
+    embedded: list[EmbeddedServer] = []
+    midway: Callable[[], str] | None = None
     try:
+        if urls:
+            server = ", ".join(urls)
+            print(f"Using Redis at {server}", file=out)
+        else:
+            embedded = [start_embedded() for _ in range(wanted)]
+            urls = [e.url for e in embedded]
+            server = embedded[0].description + (f" (x{wanted})" if wanted > 1 else "")
+            print(f"No --url or REDIS_URL given: started an embedded {server}", file=out)
+            victims = embedded[len(embedded) - (wanted - 1) // 2 :] if wanted > 2 else []
+            if victims:
+
+                def midway() -> str:
+                    for victim in victims:  # SIGKILL a redis-server; stop a fakeredis one
+                        (victim.kill if isinstance(victim, RedisServer) else victim.stop)()
+                    return (
+                        f"killed {len(victims)} of {wanted} masters "
+                        f"({', '.join(v.url for v in victims)}); the RedLock keeps working"
+                    )
+
+        if args.primitive == "redlock" and len(urls) < 2:
+            print("note: a RedLock over a single master is just a lock", file=out)
         result = run_demo(
-            url,
+            urls,
             primitive=args.primitive,
             read_ratio=args.read_ratio,
             processes=args.processes,
@@ -449,10 +512,11 @@ def main(args: Any) -> int:
             seconds=args.seconds,
             server=server,
             out=out,
+            midway=midway,
         )
     finally:
-        if embedded is not None:
-            embedded.stop()
+        for e in embedded:
+            e.stop()
     report(result, out)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

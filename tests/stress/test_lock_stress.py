@@ -115,3 +115,18 @@ def test_a_mixed_fleet_of_sync_and_asyncio_clients(redis_server: RedisServer) ->
     assert len(holds) > 50
     assert len({h.worker for h in holds}) == 3  # every process got the lock
     assert handoffs
+
+
+def test_red_lock_across_processes_on_five_masters() -> None:
+    servers = [RedisServer() for _ in range(5)]
+    try:
+        result = run_demo(
+            [s.url for s in servers], primitive="redlock", processes=3, threads=2, seconds=3
+        )
+    finally:
+        for server in servers:
+            server.stop()
+    assert result.acquisitions > 20
+    assert result.overlaps == 0
+    assert result.counter == result.acquisitions
+    assert result.quorum_lost == 0

@@ -1,0 +1,232 @@
+"""MultiLock and RedLock: several locks taken as one (Redisson ``RedissonMultiLock`` /
+``RedissonRedLock``; redisson-spec.md 8; the Redis distlock page, "The Redlock algorithm").
+
+No keys of their own: each sub-lock keeps its own layout on its own server. One attempt runs
+every sub-lock's acquire script **in parallel** (the asyncio face gathers; the sync face
+writes every command, then reads every reply), so it costs the slowest server, not the sum.
+A MultiLock needs every sub-lock; a RedLock a majority, ``n // 2 + 1``.
+
+Differences from Redisson, on purpose:
+
+* Sub-locks are tried together rather than one by one, each with the caller's lease (Redisson
+  gives each ``2 x wait`` and shortens it afterwards because it acquires sequentially).
+* With a lease, a RedLock (and a MultiLock) computes the **validity time**:
+  ``lease - elapsed - drift``, ``drift = lease * 0.01 + 2 ms``, on the monotonic clock. An
+  attempt whose validity is <= 0 counts as failed. ``validity_time()`` tells what is left.
+* A failed attempt releases what it took, and also (best effort) every sub-lock whose reply
+  was lost, since it may have been granted; then it waits on the release channel of a
+  sub-lock held by someone else, at most a jittered back-off (10 ms doubling to 200 ms, times
+  0.5..1) so that two contenders holding parts of the set do not collide forever.
+* A cancelled asyncio acquire leaves nothing held (Redisson issue #4456): calls in flight and
+  calls already answered are both undone.
+* Without a lease, each acquired sub-lock is renewed by its own client's watchdog.
+
+A dead server costs its per-node timeout (``Config.timeout`` of that client; see
+``connect_many``), never the whole wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from syncprims._core.executor import Call, Executor
+from syncprims._core.lock import LockCore, threading_wait
+from syncprims._protocol.timing import lease_ms, wait_seconds
+from syncprims._services.pubsub import Subscription, lock_policy
+from syncprims.errors import LockNotHeldError, TransportError
+
+__all__ = ["MultiLockCore", "RedLockCore"]
+
+MIN_BACKOFF = 0.01
+MAX_BACKOFF = 0.2
+
+
+def drift(lease: float) -> float:
+    """Clock drift allowance, seconds, for a lease (distlock: 1% of it plus 2 ms)."""
+    return lease * 0.01 + 0.002
+
+
+class MultiLockCore:
+    """Every sub-lock, or nothing."""
+
+    kind = "multi-lock"
+
+    def __init__(self, locks: Sequence[LockCore]) -> None:
+        if not locks:
+            raise ValueError(f"a {self.kind} needs at least one lock")
+        self.locks = list(locks)
+        self._ex: Executor = self.locks[0]._ex
+        self._validity: dict[int, tuple[float, float]] = {}  # owner -> (validity s, at)
+        self.name = ", ".join(repr(sub.name) for sub in self.locks)
+
+    def required(self) -> int:
+        """How many sub-locks make the lock held."""
+        return len(self.locks)
+
+    def context(self, action: str) -> str:
+        """For messages."""
+        return f"{action} {self.kind} of {self.name}"
+
+    # -- acquire ------------------------------------------------------------------------------
+
+    async def try_lock(self, owner: int, wait_time: object, lease_time: object) -> bool:
+        """Acquire within ``wait_time`` seconds (``None``/0: one attempt; ``math.inf``: forever).
+
+        Args:
+            owner: the caller's owner id.
+            wait_time: as :meth:`LockCore.try_lock`.
+            lease_time: seconds, or ``None`` for each sub-lock's watchdog.
+
+        Raises:
+            TypeError, ValueError: bad durations (nothing is sent).
+        """
+        wait = wait_seconds(wait_time)
+        lease_s = None if lease_time is None else lease_ms(lease_time) / 1000
+        plans = [(sub, sub.field(owner), *sub._lease(lease_time)) for sub in self.locks]
+        ex = self._ex
+        deadline = ex.monotonic() + wait
+        backoff = MIN_BACKOFF
+        waiting: tuple[Executor, Subscription] | None = None
+        try:
+            while True:
+                started = ex.monotonic()
+                replies = await ex.eval_many(
+                    [sub.acquire_call(field, lease) for sub, field, lease, _ in plans]
+                )
+                elapsed = ex.monotonic() - started
+                taken = [i for i, reply in enumerate(replies) if reply is None]
+                validity = None if lease_s is None else lease_s - elapsed - drift(lease_s)
+                if len(taken) >= self.required() and (validity is None or validity > 0):
+                    for i in taken:
+                        sub, field, lease, watchdog = plans[i]
+                        sub.acquired(field, lease, watchdog)
+                    if validity is not None:
+                        self._validity[owner] = (validity, started)
+                    return True
+                lost = [
+                    i
+                    for i, reply in enumerate(replies)
+                    if isinstance(reply, TransportError) and reply.maybe_executed
+                ]
+                await self._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
+                remaining = deadline - ex.monotonic()
+                if remaining <= 0:
+                    return False
+                pause = min(remaining, backoff * random.uniform(0.5, 1.0))
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                busy = [i for i, reply in enumerate(replies) if isinstance(reply, int)]
+                if waiting is None and busy:
+                    sub, field = plans[busy[0]][0], plans[busy[0]][1]
+                    waiting = (sub._ex, sub._ex.subscribe(sub.wait_channel(field), lock_policy))
+                    await waiting[0].wait_ready(waiting[1], min(remaining, pause))
+                    continue  # subscribed: try again at once, then wait for its releases
+                if waiting is not None:
+                    ttls = [replies[i] / 1000 for i in busy if replies[i] > 0]
+                    await waiting[0].wait(waiting[1], min([pause, *ttls]))
+                else:
+                    await ex.sleep(pause)
+        finally:
+            if waiting is not None:
+                waiting[0].unsubscribe(waiting[1])
+
+    async def lock(self, owner: int, lease_time: object) -> None:
+        """Acquire, waiting as long as it takes."""
+        await self.try_lock(owner, math.inf, lease_time)
+
+    async def acquire(self, owner: int, blocking: object, timeout: object) -> bool:
+        """The ``threading.Lock.acquire(blocking, timeout)`` protocol."""
+        return await self.try_lock(owner, threading_wait(blocking, timeout), None)
+
+    # -- release ------------------------------------------------------------------------------
+
+    async def _release(self, holds: list[tuple[LockCore, str]]) -> list[Any]:
+        """Release one hold of each ``(sub-lock, field)`` in parallel; returns the replies."""
+        if not holds:
+            return []
+        calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
+        replies = await self._ex.eval_many([call for call, _ in calls])
+        enough = sum(1 for reply in replies if reply in (0, 1)) >= self.required()
+        for i, reply in enumerate(replies):
+            if isinstance(reply, TransportError) and not enough:
+                # Retry alone (idempotent by its latch key). Once enough sub-locks are
+                # released, unreachable ones are left to expire: a dead master costs nothing.
+                try:
+                    replies[i] = await holds[i][0].retry_release(calls[i][0])
+                except TransportError as error:
+                    replies[i] = error
+            holds[i][0].released(holds[i][1], replies[i], calls[i][1])
+        return replies
+
+    async def _release_quietly(self, holds: list[tuple[LockCore, str]]) -> None:
+        if holds:
+            await self._release(holds)
+
+    async def unlock(self, owner: int) -> None:
+        """Release one hold of every sub-lock, in parallel.
+
+        Raises:
+            LockNotHeldError: fewer sub-locks than required were held (MultiLock: any one
+                not held), after releasing the others.
+            TransportError: too many sub-locks could not be reached to release them.
+        """
+        holds = [(sub, sub.field(owner)) for sub in self.locks]
+        for sub, field in holds:
+            sub._ex.watchdog.cancel(sub.name, field)
+        self._validity.pop(owner, None)
+        replies = await self._release(holds)
+        released = sum(1 for reply in replies if reply in (0, 1))
+        if released >= self.required():
+            return
+        errors = [reply for reply in replies if isinstance(reply, TransportError)]
+        not_held = [reply for reply in replies if reply is None or reply == 2]
+        if not_held or not errors:
+            raise LockNotHeldError(
+                f"{self.kind} of {self.name} is not held by owner {owner}: "
+                f"{released} of {len(self.locks)} sub-locks released, "
+                f"{self.required()} required",
+                name=self.name,
+                owner=str(owner),
+            ) from (errors[0] if errors else None)
+        raise errors[0]
+
+    # -- queries ------------------------------------------------------------------------------
+
+    async def _count_held(self, owner: int) -> int:
+        held = 0
+        for sub in self.locks:
+            with contextlib.suppress(TransportError):  # unreachable: nothing to count on
+                held += await sub.is_held_by(owner)
+        return held
+
+    async def is_held_by(self, owner: int) -> bool:
+        """Whether ``owner`` holds the required number of sub-locks."""
+        return await self._count_held(owner) >= self.required()
+
+    async def is_locked(self) -> bool:
+        """Whether the required number of sub-locks are held (by anyone)."""
+        locked = 0
+        for sub in self.locks:
+            with contextlib.suppress(TransportError):
+                locked += await sub.is_locked()
+        return locked >= self.required()
+
+    def validity_time(self, owner: int) -> float | None:
+        """Seconds left of ``owner``'s validity time; ``None`` without a lease or a hold."""
+        entry = self._validity.get(owner)
+        if entry is None:
+            return None
+        validity, at = entry
+        return max(0.0, validity - (self._ex.monotonic() - at))
+
+
+class RedLockCore(MultiLockCore):
+    """A majority of the sub-locks, on independent masters."""
+
+    kind = "RedLock"
+
+    def required(self) -> int:
+        return len(self.locks) // 2 + 1

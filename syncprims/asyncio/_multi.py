@@ -1,0 +1,177 @@
+"""``MultiLock`` and ``RedLock``: several locks taken as one."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from syncprims._core.multi import MultiLockCore, RedLockCore
+from syncprims._core.owners import current_task_owner as _owner
+from syncprims._protocol.timing import Duration
+from syncprims.asyncio._lock import RLock
+
+__all__ = ["MultiLock", "RedLock"]
+
+
+class MultiLock:
+    """Several locks held as one: all of them, or none.
+
+    Use it to take locks on several resources at once without deadlocks between owners
+    that would take them one by one in different orders. Sub-locks may be any lock kind
+    (RLock, FairLock, the read or the write side of a ReadWriteLock), from one client or from
+    several. One attempt runs every sub-lock's acquire in parallel, so it costs the slowest
+    server, not the sum; a failed attempt releases what it took, then tries again after a
+    short jittered back-off (or a release message) while the wait time lasts.
+
+    Example::
+
+        both = syncprims.asyncio.MultiLock(client.get_lock("a"), client.get_lock("b"))
+        async with both:
+            ...
+
+    Algorithm: Redisson ``RedissonMultiLock``, with parallel attempts.
+    """
+
+    __slots__ = ("_core", "_locks")
+
+    _core_class: type[MultiLockCore] = MultiLockCore
+
+    def __init__(self, *locks: RLock) -> None:
+        """Build one from lock objects of this face.
+
+        Args:
+            *locks: the sub-locks (at least one).
+
+        Raises:
+            TypeError: an argument is not a lock of this face.
+            ValueError: no lock.
+        """
+        for lock in locks:
+            if not isinstance(lock, RLock):
+                raise TypeError(f"expected lock objects of this face, not {type(lock).__name__}")
+        self._locks = locks
+        self._core = self._core_class([lock._core for lock in locks])
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {self._core.name}>"
+
+    @property
+    def locks(self) -> tuple[RLock, ...]:
+        """The sub-locks."""
+        return self._locks
+
+    async def lock(self, lease_time: Duration | None = None) -> None:
+        """Acquire, waiting as long as it takes.
+
+        Args:
+            lease_time: seconds or ``timedelta`` after which each sub-lock expires by itself;
+                ``None`` to have each sub-lock's watchdog renew it until :meth:`unlock`.
+
+        Raises:
+            TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
+        """
+        await self._core.lock(_owner(), lease_time)
+
+    async def try_lock(
+        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+    ) -> bool:
+        """Acquire if it can be done within ``wait_time``.
+
+        Args:
+            wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
+                attempt; ``math.inf`` to wait forever.
+            lease_time: as in :meth:`lock`.
+
+        Returns:
+            ``True`` if held now.
+
+        Raises:
+            TypeError, ValueError: a bad duration (nothing is sent).
+        """
+        return await self._core.try_lock(_owner(), wait_time, lease_time)
+
+    async def unlock(self) -> None:
+        """Release every sub-lock, in parallel.
+
+        Raises:
+            LockNotHeldError: a sub-lock was not held (after releasing the others).
+            TransportError: a server could not be reached (after retries).
+        """
+        await self._core.unlock(_owner())
+
+    async def is_held_by_current_thread(self) -> bool:
+        """Whether the current task holds the required sub-locks.
+
+        Raises:
+            TransportError: never for one unreachable server (it counts as not held).
+        """
+        return await self._core.is_held_by(_owner())
+
+    async def is_locked(self) -> bool:
+        """Whether the required sub-locks are held, by anyone."""
+        return await self._core.is_locked()
+
+    def validity_time(self) -> float | None:
+        """Seconds left before the earliest sub-lock may expire, for a lock taken with a lease.
+
+        Computed as the lease minus the time the acquire took minus a drift allowance
+        (1% of the lease + 2 ms), counted from when the acquire started, on the monotonic
+        clock: bound your work by it. ``None`` when the current task holds no lease-bound
+        hold (watchdog leases are renewed; see the guarantees page).
+        """
+        return self._core.validity_time(_owner())
+
+    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """``threading.Lock``-style acquire, with the watchdog lease.
+
+        Raises:
+            ValueError: a timeout with ``blocking=False``, or a negative timeout other
+                than -1.
+        """
+        return await self._core.acquire(_owner(), blocking, timeout)
+
+    async def release(self) -> None:
+        """``threading.Lock``-style release: the same as :meth:`unlock`."""
+        await self._core.unlock(_owner())
+
+    async def locked(self) -> bool:
+        """``threading.Lock``-style: the same as :meth:`is_locked`."""
+        return await self._core.is_locked()
+
+    async def __aenter__(self) -> Self:
+        await self._core.lock(_owner(), None)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._core.unlock(_owner())
+
+
+class RedLock(MultiLock):
+    """One lock on N independent Redis masters, held by a majority (``N // 2 + 1``).
+
+    Use it to keep a lock available when a minority of masters fail, without trusting any
+    single master's replication. Give each sub-lock its own client on its own master (see
+    ``connect_many``). A failed master costs its client's per-node timeout, not the wait.
+
+    With ``lease_time``, :meth:`validity_time` tells how long the lock is known to be valid
+    (distlock: lease - elapsed - drift); an attempt with no validity left counts as failed.
+    ``unlock()`` releases every sub-lock in parallel and ignores a minority of failures; it
+    raises when fewer than a majority could be released.
+
+    Safety caveats (the Redis distlock page): a master restarted *without persistence* may
+    forget a lock it granted and grant it again; clock jumps on the masters shorten leases;
+    a holder paused beyond its validity may still act. Use persistence with fsync (or delay
+    restarts by the longest lease), and fencing tokens where storage can check them.
+
+    Algorithm: the Redis distlock "Redlock" algorithm; Redisson ``RedissonRedLock``, with
+    parallel attempts.
+    """
+
+    __slots__ = ()
+
+    _core_class = RedLockCore

@@ -1,0 +1,297 @@
+"""MultiLock and RedLock on five real masters: quorum, failures, validity, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import syncprims
+from syncprims import LockNotHeldError
+from syncprims._embedded import RedisServer
+from tests.harness import Face, within
+
+pytestmark = pytest.mark.real
+
+
+@pytest.fixture(scope="module")
+def five() -> Iterator[list[RedisServer]]:
+    servers = [RedisServer() for _ in range(5)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def doomed() -> Iterator[list[RedisServer]]:
+    """Five masters a test may kill, pause or restart."""
+    servers = [RedisServer() for _ in range(5)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def _urls(servers: list[RedisServer]) -> list[str]:
+    return [s.url for s in servers]
+
+
+def _holders(servers: list[RedisServer], name: str) -> list[int]:
+    """How many fields the lock hash has on each live master (0 when free or dead)."""
+    out = []
+    for server in servers:
+        try:
+            r = redis.Redis.from_url(server.url, socket_timeout=0.5)
+            out.append(int(r.hlen(name)))
+            r.close()
+        except redis.exceptions.RedisError:
+            out.append(0)
+    return out
+
+
+async def test_red_lock_on_five_masters(face: Face, five: list[RedisServer], name: str) -> None:
+    masters = await face.connect_many(_urls(five))
+    red = masters.get_red_lock(name)
+    a, b = face.actor(), face.actor()
+    assert await a(red.try_lock, lease_time=10)
+    assert _holders(five, name) == [1, 1, 1, 1, 1]
+    assert await a(red.is_held_by_current_thread)
+    validity = await a(red.validity_time)
+    assert validity is not None and 9.5 < validity <= 10
+    assert not await b(red.try_lock)
+    assert not await b(red.try_lock, wait_time=0.3)
+    assert _holders(five, name) == [1, 1, 1, 1, 1]  # b's attempts left nothing behind
+    await a(red.unlock)
+    assert _holders(five, name) == [0, 0, 0, 0, 0]
+    assert await b(red.try_lock, wait_time=1)
+    await b(red.unlock)
+
+
+async def test_waiter_gets_the_red_lock_when_released(
+    face: Face, five: list[RedisServer], name: str
+) -> None:
+    masters = await face.connect_many(_urls(five))
+    red = masters.get_red_lock(name)
+    a, b = face.actor(), face.actor()
+    await a(red.lock)  # watchdog leases
+    waiter = asyncio.ensure_future(b(red.try_lock, wait_time=20))
+    await asyncio.sleep(0.3)
+    released = time.monotonic()
+    await a(red.unlock)
+    assert await within(10, waiter)
+    assert time.monotonic() - released < 2  # a release wakes it (or its back-off does)
+    await b(red.unlock)
+
+
+async def test_two_dead_masters_tolerated_three_not(
+    face: Face, doomed: list[RedisServer], name: str
+) -> None:
+    first = await face.connect_many(_urls(doomed))
+    second = await face.connect_many(_urls(doomed))  # another client (process)
+    a, b = face.actor(), face.actor()
+    mine, theirs = first.get_red_lock(name), second.get_red_lock(name)
+    doomed[0].kill()
+    doomed[1].kill()
+    start = time.monotonic()
+    assert await a(mine.try_lock, lease_time=10)
+    assert time.monotonic() - start < 1  # dead masters cost (almost) nothing
+    assert not await b(theirs.try_lock, wait_time=0.5)  # no double grant
+    await a(mine.unlock)
+    assert await b(theirs.try_lock, lease_time=10)
+    await b(theirs.unlock)
+    doomed[2].kill()
+    start = time.monotonic()
+    assert not await a(mine.try_lock, wait_time=1, lease_time=10)
+    assert time.monotonic() - start < 1 + 0.5 + 0.5  # wait + per-node timeout + slack
+    assert not await b(theirs.try_lock)
+
+
+async def test_a_paused_master_costs_its_per_node_timeout(
+    face: Face, doomed: list[RedisServer], name: str
+) -> None:
+    masters = await face.connect_many(_urls(doomed), timeout=0.3)
+    red = masters.get_red_lock(name)
+    a = face.actor()
+    assert await a(red.try_lock, lease_time=10)  # connections are open now
+    await a(red.unlock)
+    doomed[4].pause()
+    try:
+        start = time.monotonic()
+        assert await a(red.try_lock, lease_time=10)
+        assert time.monotonic() - start < 0.3 + 0.4
+        start = time.monotonic()
+        await a(red.unlock)
+        assert time.monotonic() - start < 0.3 + 0.4
+    finally:
+        doomed[4].resume()
+
+
+async def test_masters_restarted_empty_do_not_break_exclusion(
+    face: Face, doomed: list[RedisServer], name: str
+) -> None:
+    # A lease-bound RedLock survives a minority of masters losing their data.
+    first = await face.connect_many(_urls(doomed))
+    second = await face.connect_many(_urls(doomed))
+    a, b = face.actor(), face.actor()
+    assert await a(first.get_red_lock(name).try_lock, lease_time=30)
+    doomed[0].restart()
+    doomed[1].restart()
+    await asyncio.sleep(0.2)
+    assert not await b(second.get_red_lock(name).try_lock, wait_time=0.5, lease_time=30)
+    assert _holders(doomed, name)[2:] == [1, 1, 1]
+
+
+async def test_validity_time_and_expiry(face: Face, five: list[RedisServer], name: str) -> None:
+    masters = await face.connect_many(_urls(five))
+    red = masters.get_red_lock(name)
+    a = face.actor()
+    assert await a(red.validity_time) is None
+    assert await a(red.try_lock, lease_time=0.5)
+    first = await a(red.validity_time)
+    assert first is not None and 0.4 < first <= 0.5
+    await asyncio.sleep(0.2)
+    later = await a(red.validity_time)
+    assert later is not None and later < first - 0.15
+    await asyncio.sleep(0.5)
+    assert await a(red.validity_time) == 0
+    assert _holders(five, name) == [0, 0, 0, 0, 0]  # the leases ran out everywhere
+    with pytest.raises(LockNotHeldError):
+        await a(red.unlock)
+
+
+async def test_watchdog_keeps_a_red_lock(face: Face, five: list[RedisServer], name: str) -> None:
+    masters = await face.connect_many(_urls(five), lock_watchdog_timeout=0.6)
+    red = masters.get_red_lock(name)
+    a = face.actor()
+    await a(red.lock)
+    await asyncio.sleep(1.5)
+    assert await a(red.is_held_by_current_thread)
+    assert await a(red.validity_time) is None
+    await a(red.unlock)
+
+
+async def test_multi_lock_on_one_server_and_across_servers(
+    face: Face, five: list[RedisServer], name: str
+) -> None:
+    client = await face.connect(five[0].url)
+    masters = await face.connect_many(_urls(five))
+    a, b = face.actor(), face.actor()
+    local = face.module.MultiLock(*(client.get_lock(f"{name}:{i}") for i in range(3)))
+    spread = masters.get_multi_lock(name)
+    for multi in (local, spread):
+        assert await a(multi.try_lock)
+        assert not await b(multi.try_lock)
+        await a(multi.unlock)
+        assert await b(multi.try_lock)
+        await b(multi.unlock)
+    same = client.get_multi_lock(client.get_lock(f"{name}:x"), client.get_lock(f"{name}:y"))
+    assert isinstance(same, face.module.MultiLock)
+
+
+async def test_a_partial_acquisition_is_released(
+    face: Face, five: list[RedisServer], name: str
+) -> None:
+    client = await face.connect(five[0].url)
+    a, b = face.actor(), face.actor()
+    parts = [client.get_lock(f"{name}:{i}") for i in range(3)]
+    await b(parts[2].lock)  # someone holds one part
+    multi = face.module.MultiLock(*parts)
+    assert not await a(multi.try_lock, wait_time=0.3)
+    for part in parts[:2]:
+        assert not await a(part.is_locked)  # what a's attempts took was given back
+    await b(parts[2].unlock)
+    assert await a(multi.try_lock)
+    await a(multi.unlock)
+
+
+async def test_multi_lock_unlock_raises_when_a_part_is_not_held(
+    face: Face, five: list[RedisServer], name: str
+) -> None:
+    client = await face.connect(five[0].url)
+    a = face.actor()
+    parts = [client.get_lock(f"{name}:{i}") for i in range(3)]
+    multi = face.module.MultiLock(*parts)
+    await a(multi.lock)
+    await a(parts[1].force_unlock)
+    with pytest.raises(LockNotHeldError):
+        await a(multi.unlock)
+    for part in parts:
+        assert not await a(part.is_locked)  # the others were released anyway
+
+
+async def test_sub_locks_of_every_kind(face: Face, five: list[RedisServer], name: str) -> None:
+    client = await face.connect(five[0].url)
+    a, b = face.actor(), face.actor()
+    rw = client.get_read_write_lock(f"{name}:rw")
+    multi = face.module.MultiLock(
+        client.get_lock(f"{name}:plain"),
+        client.get_fair_lock(f"{name}:fair"),
+        rw.write_lock(),
+    )
+    assert await a(multi.try_lock)
+    assert not await b(rw.read_lock().try_lock)
+    await a(multi.unlock)
+    assert await b(rw.read_lock().try_lock)
+    await b(rw.read_lock().unlock)
+
+
+def test_cancelled_async_acquire_leaves_nothing_held(five: list[RedisServer], name: str) -> None:
+    import syncprims.asyncio
+
+    async def main() -> None:
+        masters = await syncprims.asyncio.connect_many(_urls(five))
+        red = masters.get_red_lock(name)
+        blockers = [client.get_lock(name) for client in masters.clients[:3]]
+
+        async def hold() -> None:  # another owner (task) holds a majority: red must wait
+            for blocker in blockers:
+                await blocker.lock()
+
+        await asyncio.ensure_future(hold())
+        for delay in (0, 0.0002, 0.0005, 0.001, 0.003, 0.05):
+            task = asyncio.ensure_future(red.try_lock(wait_time=5))
+            await asyncio.sleep(delay)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.sleep(0.3)  # undoing abandoned calls runs in the background
+        held = _holders(five, name)
+        assert held == [1, 1, 1, 0, 0]  # only the blockers' own holds
+        await masters.shutdown()
+
+    asyncio.run(main())
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        syncprims.MultiLock()
+    with pytest.raises(TypeError, match="lock objects"):
+        syncprims.RedLock("not a lock")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-empty list"):
+        syncprims.connect_many("redis://127.0.0.1:1")
+
+
+def test_connect_many_needs_a_majority(doomed: list[RedisServer]) -> None:
+    for server in doomed[:3]:
+        server.kill()
+    with pytest.raises(syncprims.RedisConnectionError):
+        syncprims.connect_many(_urls(doomed))
+    doomed[0].start()
+    with syncprims.connect_many(_urls(doomed)) as masters:  # 3 of 5 answer: enough
+        assert len(masters.clients) == 5
+
+
+def test_redlock_demo_survives_killed_masters(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "syncprims", "demo", "--primitive", "redlock", "--masters", "5",
+         "--processes", "2", "--threads", "2", "--seconds", "4"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "killed 2 of 5 masters" in result.stdout
+    assert "mutual exclusion: OK" in result.stdout
