@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "syncprims" / "asyncio"
 TARGET = ROOT / "syncprims" / "_sync"
-MODULES = ["_objects.py", "_lock.py", "_multi.py", "_client.py"]
+MODULES = ["_objects.py", "_lock.py", "_multi.py", "_semaphore.py", "_client.py"]
 
 NAMES = {
     "current_task_owner": "current_thread_owner",

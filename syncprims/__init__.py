@@ -12,15 +12,17 @@ asyncio. Start with :func:`connect`::
 
 from syncprims import errors
 from syncprims._sync._client import Client, MasterSet, connect, connect_many
-from syncprims._sync._lock import FairLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims._sync._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
 from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._objects import RExpirable, RObject
+from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from syncprims.config import TLS, Config, SingleServer
 from syncprims.errors import (
     ClientClosedError,
     LockError,
     LockLostError,
     LockNotHeldError,
+    PermitNotHeldError,
     RedisConnectionError,
     RedisTimeoutError,
     ServerReplyError,
@@ -35,12 +37,16 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "Config",
+    "CountDownLatch",
     "FairLock",
+    "FencedLock",
     "LockError",
     "LockLostError",
     "LockNotHeldError",
     "MasterSet",
     "MultiLock",
+    "PermitExpirableSemaphore",
+    "PermitNotHeldError",
     "RExpirable",
     "RLock",
     "RObject",
@@ -51,6 +57,7 @@ __all__ = [
     "RedisConnectionError",
     "RedisTimeoutError",
     "ServerReplyError",
+    "Semaphore",
     "SingleServer",
     "SyncPrimsError",
     "TransportError",

@@ -10,6 +10,7 @@
     │   ├── RedisConnectionError         also a ConnectionError
     │   └── RedisTimeoutError            also a TimeoutError: no reply within the timeout
     ├── SubscriptionTimeoutError         also a TimeoutError: pub/sub did not confirm in time
+    ├── PermitNotHeldError               also a ValueError: release of an unknown permit id
     ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
     └── ClientClosedError                also a RuntimeError: the client was shut down
 
@@ -28,6 +29,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "PermitNotHeldError",
     "RedisConnectionError",
     "RedisTimeoutError",
     "ServerReplyError",
@@ -62,6 +64,20 @@ class LockNotHeldError(LockError, RuntimeError):
 
 class LockLostError(LockError):
     """A held lock was lost: it expired, was force-unlocked, or could not be renewed."""
+
+
+class PermitNotHeldError(SyncPrimsError, ValueError):
+    """Release of a permit id that is unknown, already released, or whose lease ran out.
+
+    Attributes:
+        name: the semaphore's name.
+        permit_id: the id, as given.
+    """
+
+    def __init__(self, message: str, *, name: str, permit_id: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.permit_id = permit_id
 
 
 class TransportError(SyncPrimsError):

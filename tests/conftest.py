@@ -79,6 +79,7 @@ LOCK_KINDS = {
     "rlock": lambda client, name: client.get_lock(name),
     "fair": lambda client, name: client.get_fair_lock(name),
     "write": lambda client, name: client.get_read_write_lock(name).write_lock(),
+    "fenced": lambda client, name: client.get_fenced_lock(name),
 }
 
 

@@ -37,7 +37,7 @@ class Call:
     executor: Executor
     script: Script
     keys: Sequence[str]
-    args: Sequence[str | int]
+    args: Sequence[str | int | bytes]
     context: str
     on_orphan: Orphan | None = None
 
@@ -69,7 +69,7 @@ class Executor(Protocol):
         self,
         script: Script,
         keys: Sequence[str],
-        args: Sequence[str | int],
+        args: Sequence[str | int | bytes],
         *,
         context: str,
         on_orphan: Orphan | None = None,

@@ -86,7 +86,7 @@ class FairLockCore(LockCore):
         )
 
     async def on_abandoned_attempt(self, field: str, wait: float, late_reply: Any) -> None:
-        if late_reply is None:
+        if self.reply_ttl(late_reply) is None:
             await super().on_abandoned_attempt(field, wait, late_reply)
         elif wait > 0:
             await self._leave_queue(field, wait)

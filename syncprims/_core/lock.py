@@ -60,7 +60,7 @@ def threading_wait(blocking: object, timeout: object) -> float:
     return to_seconds(timeout, "timeout")
 
 
-Command: TypeAlias = tuple[scripts.Script, list[str], list[str | int]]
+Command: TypeAlias = tuple[scripts.Script, list[str], list[str | int | bytes]]
 """A script call: the script, its KEYS and its ARGV."""
 
 
@@ -105,7 +105,7 @@ class LockCore(ExpirableCore):
 
     async def on_abandoned_attempt(self, field: str, wait: float, late_reply: Any) -> None:
         """The late reply of an attempt whose caller went away: undo what it did."""
-        if late_reply is None:  # the abandoned attempt did acquire: give it back
+        if self.reply_ttl(late_reply) is None:  # the abandoned attempt did acquire: undo it
             await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))
 
     def unlock_command(self, field: str, lease: int, latch: str) -> Command:
@@ -142,12 +142,16 @@ class LockCore(ExpirableCore):
             ),
             idempotent=False,
         )
-        if reply is None:
-            self.acquired(field, lease, watchdog)
-            return None
-        return int(reply)
+        ttl = self.reply_ttl(reply)
+        if ttl is None:
+            self.acquired(field, lease, watchdog, reply)
+        return ttl
 
-    def acquired(self, field: str, lease: int, watchdog: bool) -> None:
+    def reply_ttl(self, reply: Any) -> int | None:
+        """Decode an acquire reply: ``None`` when acquired, else how long to wait (ms)."""
+        return None if reply is None else int(reply)
+
+    def acquired(self, field: str, lease: int, watchdog: bool, reply: Any = None) -> None:
         """Book-keeping after a successful acquire: lease memory and watchdog registration."""
         self._leases[field] = lease
         if watchdog:

@@ -98,12 +98,16 @@ class MultiLockCore:
                     [sub.acquire_call(field, lease) for sub, field, lease, _ in plans]
                 )
                 elapsed = ex.monotonic() - started
-                taken = [i for i, reply in enumerate(replies) if reply is None]
+                ttls: list[int | Exception | None] = [
+                    reply if isinstance(reply, Exception) else plans[i][0].reply_ttl(reply)
+                    for i, reply in enumerate(replies)
+                ]
+                taken = [i for i, ttl in enumerate(ttls) if ttl is None]
                 validity = None if lease_s is None else lease_s - elapsed - drift(lease_s)
                 if len(taken) >= self.required() and (validity is None or validity > 0):
                     for i in taken:
                         sub, field, lease, watchdog = plans[i]
-                        sub.acquired(field, lease, watchdog)
+                        sub.acquired(field, lease, watchdog, replies[i])
                     if validity is not None:
                         self._validity[owner] = (validity, started)
                     return True
@@ -118,15 +122,17 @@ class MultiLockCore:
                     return False
                 pause = min(remaining, backoff * random.uniform(0.5, 1.0))
                 backoff = min(backoff * 2, MAX_BACKOFF)
-                busy = [i for i, reply in enumerate(replies) if isinstance(reply, int)]
+                busy = [i for i, ttl in enumerate(ttls) if isinstance(ttl, int)]
                 if waiting is None and busy:
                     sub, field = plans[busy[0]][0], plans[busy[0]][1]
                     waiting = (sub._ex, sub._ex.subscribe(sub.wait_channel(field), lock_policy))
                     await waiting[0].wait_ready(waiting[1], min(remaining, pause))
                     continue  # subscribed: try again at once, then wait for its releases
                 if waiting is not None:
-                    ttls = [replies[i] / 1000 for i in busy if replies[i] > 0]
-                    await waiting[0].wait(waiting[1], min([pause, *ttls]))
+                    hints = [
+                        t / 1000 for t in (ttls[i] for i in busy) if isinstance(t, int) and t > 0
+                    ]
+                    await waiting[0].wait(waiting[1], min([pause, *hints]))
                 else:
                     await ex.sleep(pause)
         finally:

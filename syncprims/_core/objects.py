@@ -47,7 +47,7 @@ class ObjectCore:
         )
 
     async def run_script(
-        self, script: scripts.Script, keys: list[str], args: list[str | int], *, action: str
+        self, script: scripts.Script, keys: list[str], args: list[str | int | bytes], *, action: str
     ) -> Any:
         """Run an idempotent script, with retries."""
         context = self.context(action)

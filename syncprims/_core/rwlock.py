@@ -41,9 +41,9 @@ WRITE_UNLOCK_MESSAGE = "1"
 
 def _read_renew_command(
     lease: int, batch: list[tuple[str, str]]
-) -> tuple[list[str], list[str | int]]:
+) -> tuple[list[str], list[str | int | bytes]]:
     keys: list[str] = []
-    args: list[str | int] = [lease]
+    args: list[str | int | bytes] = [lease]
     for name, field in batch:
         keys += [name, key_prefix(name)]
         args.append(field)

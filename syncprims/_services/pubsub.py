@@ -33,7 +33,14 @@ from syncprims._services.latch import Latch, Signal
 from syncprims._transport.connections import ConnectionSpec
 from syncprims.errors import ClientClosedError
 
-__all__ = ["PubSubRegistry", "Subscription", "WakePolicy", "lock_policy"]
+__all__ = [
+    "PubSubRegistry",
+    "Subscription",
+    "WakePolicy",
+    "latch_policy",
+    "lock_policy",
+    "semaphore_policy",
+]
 
 log = logging.getLogger("syncprims.pubsub")
 
@@ -81,6 +88,27 @@ def lock_policy(sub: Subscription, message: bytes) -> None:
         sub.wake_all()
     elif sub.refcount > 0:
         sub.latch.release(1, cap=sub.refcount)
+
+
+def semaphore_policy(sub: Subscription, message: bytes) -> None:
+    """Semaphore channels: the message is the number of permits now available (spec 1.6).
+
+    Wakes up to that many local waiters; a zero or negative count (after ``add_permits`` of a
+    negative number) wakes nobody (Redisson would fail on it).
+    """
+    try:
+        available = int(message)
+    except ValueError:
+        return
+    if available > 0 and sub.refcount > 0:
+        sub.latch.release(min(available, sub.refcount), cap=sub.refcount)
+
+
+def latch_policy(sub: Subscription, message: bytes) -> None:
+    """Count-down latch channels: ``0`` opens the latch (wakes every waiter); ``1`` (a new
+    count) wakes nobody."""
+    if message == b"0":
+        sub.wake_all()
 
 
 class PubSubRegistry:

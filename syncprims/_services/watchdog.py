@@ -47,7 +47,7 @@ class ScriptRunner(Protocol):
         self,
         script: scripts.Script,
         keys: Sequence[str],
-        args: Sequence[str | int],
+        args: Sequence[str | int | bytes],
         *,
         context: str,
     ) -> object: ...
@@ -64,11 +64,13 @@ class RenewalKind:
 
     name: str
     script: scripts.Script
-    command: Callable[[int, list[tuple[str, str]]], tuple[list[str], list[str | int]]]
+    command: Callable[[int, list[tuple[str, str]]], tuple[list[str], list[str | int | bytes]]]
 
 
-def _lock_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[str | int]]:
-    args: list[str | int] = [lease]
+def _lock_command(
+    lease: int, batch: list[tuple[str, str]]
+) -> tuple[list[str], list[str | int | bytes]]:
+    args: list[str | int | bytes] = [lease]
     args.extend(field for _, field in batch)
     return [name for name, _ in batch], args
 

@@ -11,11 +11,15 @@ from types import TracebackType
 from typing import Any, Self
 
 from syncprims._core.fair import FairLockCore
+from syncprims._core.fenced import FencedLockCore
+from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._core.stepping import run as _run
-from syncprims._sync._lock import FairLock, ReadWriteLock, RLock
+from syncprims._sync._lock import FairLock, FencedLock, ReadWriteLock, RLock
 from syncprims._sync._multi import MultiLock, RedLock
+from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from syncprims._transport.executor import SyncExecutor as _Executor
 from syncprims.config import Config
 from syncprims.errors import TransportError
@@ -114,6 +118,38 @@ class Client:
             TypeError, ValueError: a bad name.
         """
         return ReadWriteLock(ReadWriteLockCore(self._ex, name))
+
+    def get_fenced_lock(self, name: str) -> FencedLock:
+        """The fenced lock called ``name`` (no Redis call is made).
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return FencedLock(FencedLockCore(self._ex, name))
+
+    def get_semaphore(self, name: str) -> Semaphore:
+        """The semaphore called ``name`` (no Redis call is made).
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return Semaphore(SemaphoreCore(self._ex, name))
+
+    def get_permit_expirable_semaphore(self, name: str) -> PermitExpirableSemaphore:
+        """The permit-expirable semaphore called ``name`` (no Redis call is made).
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return PermitExpirableSemaphore(PermitExpirableSemaphoreCore(self._ex, name))
+
+    def get_count_down_latch(self, name: str) -> CountDownLatch:
+        """The count-down latch called ``name`` (no Redis call is made).
+
+        Raises:
+            TypeError, ValueError: a bad name.
+        """
+        return CountDownLatch(CountDownLatchCore(self._ex, name))
 
     def get_multi_lock(self, *locks: RLock) -> MultiLock:
         """A :class:`MultiLock` of ``locks`` (lock objects of this face, from any client).

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from syncprims._core.fenced import FencedLockCore
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
@@ -14,7 +15,7 @@ from syncprims._core.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._objects import RExpirable
 
-__all__ = ["FairLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
+__all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
 
 class RLock(RExpirable):
@@ -261,3 +262,47 @@ class ReadWriteLock(RExpirable):
     def write_lock(self) -> WriteLock:
         """The write side (the same object on every call)."""
         return self._write
+
+
+class FencedLock(RLock):
+    """A reentrant lock that also hands out a fencing token with every acquisition.
+
+    Use it when the lock protects a storage system that can check a number: a lease cannot
+    stop a holder that pauses (GC, VM migration, a stopped process) past its lease and then
+    writes. Tokens strictly increase across all acquisitions of the lock; give the token to
+    the storage and have it refuse writes with a token lower than the highest it has seen.
+
+    Same methods as :class:`RLock` (every acquisition increments the token), plus
+    :meth:`lock_and_get_token`, :meth:`try_lock_and_get_token` and :meth:`get_token`.
+
+    Algorithm: Redisson ``RedissonFencedLock`` (counter ``redisson_lock_token:{name}``); see
+    also Kleppmann, "How to do distributed locking" (2016).
+    """
+
+    __slots__ = ()
+    _core: FencedLockCore
+
+    def lock_and_get_token(self, lease_time: Duration | None = None) -> int:
+        """Acquire, waiting as long as it takes, and return this acquisition's token.
+
+        Args:
+            lease_time: as in :meth:`RLock.lock` (honoured, unlike Redisson's).
+
+        Raises:
+            TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
+        """
+        return _run(self._core.lock_and_get_token(_owner(), lease_time))
+
+    def try_lock_and_get_token(
+        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+    ) -> int | None:
+        """Acquire within ``wait_time`` (``None``: one attempt) and return the token.
+
+        Returns:
+            The token, or ``None`` when not acquired.
+        """
+        return _run(self._core.try_lock_and_get_token(_owner(), wait_time, lease_time))
+
+    def get_token(self) -> int:
+        """The latest token handed out by this lock (0 before any acquisition)."""
+        return _run(self._core.get_token())

@@ -141,7 +141,7 @@ class AsyncConnections:
         self,
         script: Script,
         keys: Sequence[str],
-        args: Sequence[str | int],
+        args: Sequence[str | int | bytes],
         *,
         context: str,
         on_orphan: Orphan | None = None,

@@ -94,7 +94,7 @@ class SyncConnections:
         self,
         script: Script,
         keys: Sequence[str],
-        args: Sequence[str | int],
+        args: Sequence[str | int | bytes],
         *,
         context: str,
         on_orphan: Orphan | None = None,
@@ -182,7 +182,9 @@ class SyncConnections:
 
 
 def fan_out(
-    calls: Sequence[tuple[SyncConnections, Script, Sequence[str], Sequence[str | int], str]],
+    calls: Sequence[
+        tuple[SyncConnections, Script, Sequence[str], Sequence[str | int | bytes], str]
+    ],
 ) -> list[Any]:
     """Run scripts on several servers at once from one thread: write all, then read all.
 

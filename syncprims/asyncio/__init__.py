@@ -13,18 +13,22 @@ A client belongs to the event loop that uses it; used from a new loop (a second
 """
 
 from syncprims.asyncio._client import Client, MasterSet, connect, connect_many
-from syncprims.asyncio._lock import FairLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims.asyncio._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._objects import RExpirable, RObject
+from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from syncprims.config import TLS, Config, SingleServer
 
 __all__ = [
     "TLS",
     "Client",
     "Config",
+    "CountDownLatch",
     "FairLock",
+    "FencedLock",
     "MasterSet",
     "MultiLock",
+    "PermitExpirableSemaphore",
     "RExpirable",
     "RLock",
     "RObject",
@@ -32,6 +36,7 @@ __all__ = [
     "ReadLock",
     "ReadWriteLock",
     "WriteLock",
+    "Semaphore",
     "SingleServer",
     "connect",
     "connect_many",

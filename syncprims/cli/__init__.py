@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.9,
         help="with --primitive rw: the share of critical sections that only read",
     )
+    demo.add_argument(
+        "--permits",
+        type=_positive_int,
+        default=3,
+        help="with --primitive semaphore: the semaphore's permits",
+    )
     demo.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     bench = commands.add_parser(
         "bench",

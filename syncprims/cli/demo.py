@@ -32,7 +32,7 @@ import attrs
 
 __all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
 
-PRIMITIVES = ("lock", "fair", "rw", "redlock")
+PRIMITIVES = ("lock", "fair", "rw", "redlock", "semaphore")
 READ_HOLD = 0.001
 """Seconds a reader of ``--primitive rw`` stays inside, so that readers visibly share."""
 
@@ -54,8 +54,8 @@ class Hold:
 
     @property
     def exclusive(self) -> bool:
-        """Whether nothing else may overlap this hold."""
-        return self.mode != "r"
+        """Whether nothing else may overlap this hold (a read or a semaphore permit may)."""
+        return self.mode in ("x", "w")
 
 
 @attrs.frozen
@@ -82,6 +82,9 @@ class DemoResult:
     read_ratio: float | None = None
     masters: int | None = None
     quorum_lost: int | None = None
+    permits: int | None = None
+    max_concurrency: int | None = None
+    permits_left: int | None = None
 
     @property
     def rate(self) -> float:
@@ -90,7 +93,10 @@ class DemoResult:
 
     @property
     def ok(self) -> bool:
-        """Exclusion held: no lost update, no forbidden overlap."""
+        """Exclusion held: no lost update, no forbidden overlap (semaphore: never more
+        holders than permits, and every permit back at the end)."""
+        if self.permits is not None:
+            return (self.max_concurrency or 0) <= self.permits and self.permits_left == self.permits
         expected = self.acquisitions if self.writes is None else self.writes
         return self.counter == expected and self.overlaps == 0
 
@@ -146,11 +152,11 @@ def analyse(holds: list[Hold]) -> tuple[int, list[float]]:
     return overlaps, handoffs
 
 
-def reader_concurrency(holds: list[Hold]) -> tuple[float, int] | None:
-    """(mean, max) readers inside while any reader is inside; ``None`` without readers."""
+def reader_concurrency(holds: list[Hold], mode: str = "r") -> tuple[float, int] | None:
+    """(mean, max) holders of ``mode`` inside while any is inside; ``None`` without any."""
     events: list[tuple[int, int]] = []
     for h in holds:
-        if h.mode == "r":
+        if h.mode == mode:
             events += [(h.acquired_ns, 1), (h.released_ns, -1)]
     if not events:
         return None
@@ -180,6 +186,20 @@ class _Job:
     threads: int
     seconds: float
     read_ratio: float = 0.9
+    permits: int = 3
+
+
+class _PermitAsLock:
+    """One semaphore permit behind the lock()/unlock() the demo loop calls."""
+
+    def __init__(self, semaphore: Any) -> None:
+        self._semaphore = semaphore
+
+    def lock(self) -> None:
+        self._semaphore.acquire()
+
+    def unlock(self) -> None:
+        self._semaphore.release()
 
 
 def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> None:
@@ -206,7 +226,9 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
     def run(thread: int) -> None:
         rng = random.Random(worker * 1000 + thread)
         sides: dict[str, Any]
-        if job.primitive == "redlock":
+        if job.primitive == "semaphore":
+            sides = {"s": _PermitAsLock(client.get_semaphore(lock_name))}
+        elif job.primitive == "redlock":
             sides = {"x": masters.get_red_lock(lock_name)}
         elif job.primitive == "rw":
             rw = client.get_read_write_lock(lock_name)
@@ -218,14 +240,14 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
         try:
             stop = time.monotonic() + seconds
             while time.monotonic() < stop:
-                mode = "x"
+                mode = "s" if job.primitive == "semaphore" else "x"
                 if job.primitive == "rw":
                     mode = "r" if rng.random() < job.read_ratio else "w"
                 lock = sides[mode]
                 requested = time.monotonic_ns()
                 lock.lock()
                 acquired = time.monotonic_ns()
-                if mode == "r":
+                if mode in ("r", "s"):
                     raw.get(counter_key)
                     time.sleep(READ_HOLD)
                 else:
@@ -272,6 +294,7 @@ def run_demo(
     progress_interval: float = 1.0,
     read_ratio: float = 0.9,
     midway: Callable[[], str] | None = None,
+    permits: int = 3,
 ) -> DemoResult:
     """Run the contention demo against ``url`` and return what it measured.
 
@@ -288,6 +311,7 @@ def run_demo(
         read_ratio: with ``"rw"``, the share of critical sections that only read.
         midway: called once half way through the run (e.g. to kill masters); its return
             value is printed.
+        permits: with ``"semaphore"``, how many permits the semaphore has.
 
     Raises:
         ValueError: a bad argument.
@@ -301,6 +325,8 @@ def run_demo(
         raise ValueError("seconds must be a positive finite number")
     if not 0 <= read_ratio <= 1:
         raise ValueError("read_ratio must be between 0 and 1")
+    if permits < 1:
+        raise ValueError("permits must be at least 1")
     import redis
 
     urls = [url] if isinstance(url, str) else list(url)
@@ -319,7 +345,15 @@ def run_demo(
             target=_worker,
             args=(
                 _Job(
-                    tuple(urls), primitive, lock_name, counter_key, w, threads, seconds, read_ratio
+                    tuple(urls),
+                    primitive,
+                    lock_name,
+                    counter_key,
+                    w,
+                    threads,
+                    seconds,
+                    read_ratio,
+                    permits,
                 ),
                 ready,
                 start,
@@ -330,6 +364,11 @@ def run_demo(
         )
         for w in range(processes)
     ]
+    if primitive == "semaphore":
+        import syncprims
+
+        with syncprims.connect(urls[0]) as setup:
+            setup.get_semaphore(lock_name).try_set_permits(permits)
     for p in workers:
         p.start()
     for _ in workers:
@@ -371,6 +410,19 @@ def run_demo(
     raw.close()
     overlaps, handoffs = analyse(holds)
     extra: dict[str, Any] = {}
+    if primitive == "semaphore":
+        import syncprims
+
+        with syncprims.connect(urls[0]) as check:
+            semaphore = check.get_semaphore(lock_name)
+            left = semaphore.available_permits()
+            semaphore.delete()
+        concurrency = reader_concurrency(holds, "s")
+        extra = {
+            "permits": permits,
+            "max_concurrency": concurrency[1] if concurrency else 0,
+            "permits_left": left,
+        }
     if primitive == "redlock":
         extra = {"masters": len(urls), "quorum_lost": quorum_lost}
     if primitive == "rw":
@@ -416,7 +468,9 @@ def report(result: DemoResult, out: TextIO) -> None:
     def ms(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f} ms"
 
-    if result.writes is None:
+    if result.permits is not None:
+        counted = f"{result.counter:,} (read only: holders share the semaphore)"
+    elif result.writes is None:
         counted = f"{result.counter:,} (critical sections: {result.acquisitions:,})"
     else:
         counted = f"{result.counter:,} (write sections: {result.writes:,})"
@@ -435,6 +489,14 @@ def report(result: DemoResult, out: TextIO) -> None:
     if result.fifo_fraction is not None:
         fifo = f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order"
         rows.append(("FIFO order", fifo))
+    if result.permits is not None:
+        rows.append(
+            (
+                "holders at once",
+                f"max {result.max_concurrency} (permits: {result.permits}); "
+                f"permits back at the end: {result.permits_left}",
+            )
+        )
     if result.masters is not None:
         rows.append(("masters", f"{result.masters} (a majority: {result.masters // 2 + 1})"))
         rows.append(
@@ -466,7 +528,11 @@ def report(result: DemoResult, out: TextIO) -> None:
     print(file=out)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}", file=out)
-    kind = "writer exclusivity" if result.writes is not None else "mutual exclusion"
+    kind = "mutual exclusion"
+    if result.writes is not None:
+        kind = "writer exclusivity"
+    elif result.permits is not None:
+        kind = "at most N holders, permits conserved"
     print(f"\n{kind}: {'OK' if result.ok else 'VIOLATED'}", file=out)
 
 
@@ -513,6 +579,7 @@ def main(args: Any) -> int:
             server=server,
             out=out,
             midway=midway,
+            permits=args.permits,
         )
     finally:
         for e in embedded:

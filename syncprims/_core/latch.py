@@ -1,0 +1,72 @@
+"""CountDownLatch (Redisson ``RedissonCountDownLatch``; redisson-spec.md 11).
+
+A string counter at the name; missing means 0 (open). Channel
+``redisson_countdownlatch__channel__{name}`` (always braced): ``0`` when the count reaches
+zero (open), ``1`` when a new count is set. Decisions: the wait is ``wait(timeout)`` (``await``
+is a keyword, and ``latch.wait()`` / ``await latch.wait()`` read like ``threading.Event``);
+waiters re-check at the latest every ``wait_recheck_interval``; ``delete()`` opens the latch
+and releases its waiters (Redisson leaves them waiting).
+"""
+
+from __future__ import annotations
+
+from syncprims._core.executor import Executor
+from syncprims._core.objects import ObjectCore
+from syncprims._core.waiting import acquire_loop
+from syncprims._protocol import scripts
+from syncprims._protocol.timing import wait_seconds
+from syncprims._protocol.values import check_count
+from syncprims._services.pubsub import latch_policy
+
+__all__ = ["CountDownLatchCore"]
+
+
+class CountDownLatchCore(ObjectCore):
+    """A distributed count-down latch."""
+
+    kind = "count-down latch"
+
+    def __init__(self, executor: Executor, name: str) -> None:
+        super().__init__(executor, name)
+        self.channel = "redisson_countdownlatch__channel__{" + self.name + "}"
+
+    async def _op(self, op: str, count: int = 0) -> int:
+        return int(
+            await self.run_script(
+                scripts.LATCH_OPS,
+                [self.name, self.channel],
+                [op, count, self._ex.publish_command],
+                action="updating",
+            )
+        )
+
+    async def try_set_count(self, count: object) -> bool:
+        """Set the count if the latch does not exist (is open); ``True`` if it was set."""
+        return await self._op("try_set", check_count(count, "count")) == 1
+
+    async def count_down(self) -> None:
+        """Decrement the count; at 0 the latch opens and every waiter is released."""
+        await self._op("count_down")
+
+    async def get_count(self) -> int:
+        """The count now (0: open)."""
+        value = await self.read("GET", self.name, action="reading")
+        return 0 if value is None else max(0, int(value))
+
+    async def delete(self) -> bool:
+        """Delete the latch: it opens, and its waiters are released."""
+        return await self._op("delete") == 1
+
+    async def _attempt(self) -> int | None:
+        return None if await self.get_count() == 0 else -1
+
+    async def wait(self, timeout: object) -> bool:
+        """Wait until the count is 0, at most ``timeout`` seconds (``None``: no limit).
+
+        Returns:
+            ``True`` when open, ``False`` on timeout.
+        """
+        wait = float("inf") if timeout is None else wait_seconds(timeout, "timeout")
+        return await acquire_loop(
+            self._ex, self._attempt, channel=self.channel, policy=latch_policy, wait=wait
+        )

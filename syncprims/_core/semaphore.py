@@ -1,0 +1,259 @@
+"""Semaphores (Redisson ``RedissonSemaphore`` and ``RedissonPermitExpirableSemaphore``;
+redisson-spec.md 9 and 10).
+
+``Semaphore``: a string counter of available permits at the name; permits belong to nobody
+(any caller may release). ``PermitExpirableSemaphore``: the same counter plus a sorted set
+``{name}:timeout`` of the permits taken (id -> lease expiry), so that a permit whose holder
+died comes back when its lease runs out. Both publish the new count on
+``redisson_sc:{name}``; a waiter re-checks at the latest every ``wait_recheck_interval``, so a
+lost message cannot stall it (Redisson waits without a bound there).
+
+Decisions: ``add_permits`` and ``drain_permits`` keep the key's TTL (Redisson's ``SET`` drops
+it); ``add_permits`` accepts a negative number (to shrink the pool), every other count must
+be >= 0 (0 permits: no Redis call); an acquire abandoned by a cancelled or timed-out asyncio
+caller gives its permits back.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any
+
+from syncprims._core.executor import Executor
+from syncprims._core.objects import ExpirableCore
+from syncprims._core.retry import with_retry
+from syncprims._core.waiting import acquire_loop
+from syncprims._protocol import scripts
+from syncprims._protocol.names import prefix_name, suffix_name
+from syncprims._protocol.timing import lease_ms, wait_seconds
+from syncprims._protocol.values import check_count, parse_permit_id
+from syncprims._services.pubsub import semaphore_policy
+from syncprims.errors import PermitNotHeldError
+
+__all__ = ["NEVER", "PermitExpirableSemaphoreCore", "SemaphoreCore"]
+
+NEVER = 922337203685477
+"""The lease expiry score of a permit that never expires (Redisson's constant)."""
+
+
+class SemaphoreCore(ExpirableCore):
+    """A counting semaphore."""
+
+    kind = "semaphore"
+
+    def __init__(self, executor: Executor, name: str) -> None:
+        super().__init__(executor, name)
+        self.channel = prefix_name("redisson_sc", self.name)
+
+    async def _set(self, op: str, permits: int) -> Any:
+        return await self.run_script(
+            scripts.SEM_SET,
+            [self.name, self.channel],
+            [op, permits, self._ex.publish_command],
+            action="setting the permits of",
+        )
+
+    async def try_set_permits(self, permits: object) -> bool:
+        """Set the permits if the semaphore does not exist yet; ``True`` if it was set."""
+        count = check_count(permits, "permits")
+        return bool(await self._set("try_set", count) == 1)
+
+    async def add_permits(self, permits: object) -> int:
+        """Add permits (a negative number removes them); returns the new count."""
+        if isinstance(permits, bool) or not isinstance(permits, int):
+            raise TypeError(f"permits must be an int, not {type(permits).__name__}")
+        return int(await self._set("add", permits))
+
+    async def drain_permits(self) -> int:
+        """Take every available permit; returns how many there were."""
+        return int(await self._set("drain", 0))
+
+    async def available_permits(self) -> int:
+        """The permits available now (0 when the semaphore does not exist)."""
+        value = await self.read("GET", self.name, action="reading")
+        return 0 if value is None else int(value)
+
+    async def _attempt(self, permits: int) -> int | None:
+        ex = self._ex
+        reply = await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.SEM_ACQUIRE,
+                [self.name],
+                [permits],
+                context=self.context("acquiring"),
+                on_orphan=lambda late: self._give_back(permits, late),
+            ),
+            idempotent=False,
+        )
+        return None if reply == 1 else -1
+
+    async def _give_back(self, permits: int, late_reply: Any) -> None:
+        if late_reply == 1:  # an abandoned acquire did take them
+            await self._release(permits)
+
+    async def try_acquire(self, permits: object, wait_time: object) -> bool:
+        """Take ``permits`` within ``wait_time`` seconds (``None``/0: one attempt).
+
+        Raises:
+            TypeError, ValueError: a bad count or duration (nothing is sent).
+        """
+        count = check_count(permits, "permits")
+        wait = wait_seconds(wait_time)
+        if count == 0:
+            return True
+        return await acquire_loop(
+            self._ex,
+            lambda: self._attempt(count),
+            channel=self.channel,
+            policy=semaphore_policy,
+            wait=wait,
+        )
+
+    async def acquire(self, permits: object) -> None:
+        """Take ``permits``, waiting as long as it takes."""
+        await self.try_acquire(permits, math.inf)
+
+    async def _release(self, permits: int) -> None:
+        await self.run_script(
+            scripts.SEM_RELEASE,
+            [self.name, self.channel],
+            [permits, self._ex.publish_command],
+            action="releasing",
+        )
+
+    async def release(self, permits: object) -> None:
+        """Give ``permits`` back (to whoever waits); 0 does nothing."""
+        count = check_count(permits, "permits")
+        if count:
+            await self._release(count)
+
+
+class PermitExpirableSemaphoreCore(ExpirableCore):
+    """A semaphore whose permits are leased and identified."""
+
+    kind = "permit-expirable semaphore"
+
+    def __init__(self, executor: Executor, name: str) -> None:
+        super().__init__(executor, name)
+        self.channel = prefix_name("redisson_sc", self.name)
+        self.timeouts = suffix_name(self.name, "timeout")
+
+    def keys(self) -> list[str]:
+        """The counter and the lease set."""
+        return [self.name, self.timeouts]
+
+    async def _admin(self, op: str, value: int = 0, permit: bytes = b"") -> Any:
+        ex = self._ex
+        return await self.run_script(
+            scripts.PES_ADMIN,
+            [self.name, self.timeouts, self.channel],
+            [op, ex.wall_ms(), ex.publish_command, value, permit],
+            action="updating",
+        )
+
+    async def available_permits(self) -> int:
+        """Permits available now, after expired leases were given back."""
+        return int(await self._admin("available"))
+
+    async def acquired_permits(self) -> int:
+        """Permits leased now (expired leases are given back first)."""
+        return int(await self._admin("acquired"))
+
+    async def try_set_permits(self, permits: object) -> bool:
+        """Set the permits if the semaphore does not exist yet; ``True`` if it was set."""
+        return bool(await self._admin("try_set", check_count(permits, "permits")) == 1)
+
+    async def set_permits(self, permits: object) -> None:
+        """Set the total capacity (available + leased) to ``permits``."""
+        await self._admin("set", check_count(permits, "permits"))
+
+    def _expiry(self, lease_time: object) -> int:
+        if lease_time is None:
+            return NEVER
+        return self._ex.wall_ms() + lease_ms(lease_time)
+
+    async def _attempt(self, permit: bytes, lease_time: object) -> int | None:
+        ex = self._ex
+        expiry = self._expiry(lease_time)
+        now = ex.wall_ms()
+        reply = await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.PES_ACQUIRE,
+                [self.name, self.timeouts, self.channel],
+                [permit, expiry, now, NEVER, ex.publish_command],
+                context=self.context("acquiring a permit of"),
+                on_orphan=lambda late: self._give_back(permit, late),
+            ),
+            idempotent=False,
+        )
+        if reply == 1:
+            return None
+        return max(1, int(reply) - now) if reply else -1
+
+    async def _give_back(self, permit: bytes, late_reply: Any) -> None:
+        if late_reply == 1:
+            await self._release(permit)
+
+    async def try_acquire(self, wait_time: object, lease_time: object) -> str | None:
+        """Lease one permit within ``wait_time`` seconds; its id, or ``None``.
+
+        Args:
+            wait_time: ``None``/0 for one attempt; ``math.inf`` to wait forever.
+            lease_time: seconds until the permit comes back by itself; ``None``: never.
+
+        Raises:
+            TypeError, ValueError: bad durations (nothing is sent).
+        """
+        wait = wait_seconds(wait_time)
+        if lease_time is not None:
+            lease_ms(lease_time)  # validate before anything is sent
+        permit = secrets.token_bytes(16)
+        acquired = await acquire_loop(
+            self._ex,
+            lambda: self._attempt(permit, lease_time),
+            channel=self.channel,
+            policy=semaphore_policy,
+            wait=wait,
+        )
+        return permit.hex() if acquired else None
+
+    async def acquire(self, lease_time: object) -> str:
+        """Lease one permit, waiting as long as it takes; returns its id."""
+        permit = await self.try_acquire(math.inf, lease_time)
+        assert permit is not None
+        return permit
+
+    async def _release(self, permit: bytes) -> Any:
+        ex = self._ex
+        return await self.run_script(
+            scripts.PES_RELEASE,
+            [self.name, self.timeouts, self.channel],
+            [permit, ex.wall_ms(), ex.publish_command],
+            action="releasing a permit of",
+        )
+
+    async def try_release(self, permit_id: object) -> bool:
+        """Give a permit back; ``False`` when the id is unknown, released or expired."""
+        return bool(await self._release(parse_permit_id(permit_id)) == 1)
+
+    async def release(self, permit_id: object) -> None:
+        """Give a permit back.
+
+        Raises:
+            PermitNotHeldError: the id is unknown, already released, or its lease ran out.
+        """
+        if not await self.try_release(permit_id):
+            raise PermitNotHeldError(
+                f"permit {permit_id} of {self.kind} {self.name!r} is unknown, already "
+                "released, or its lease ran out",
+                name=self.name,
+                permit_id=str(permit_id),
+            )
+
+    async def update_lease_time(self, permit_id: object, lease_time: object) -> bool:
+        """Give a leased permit a new lease (``None``: never expires); ``False`` if unknown."""
+        permit = parse_permit_id(permit_id)
+        return bool(await self._admin("update", self._expiry(lease_time), permit) == 1)

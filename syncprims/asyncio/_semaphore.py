@@ -1,0 +1,290 @@
+"""``Semaphore``, ``PermitExpirableSemaphore`` and ``CountDownLatch``."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from syncprims._core.latch import CountDownLatchCore
+from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._protocol.timing import Duration
+from syncprims.asyncio._objects import RExpirable, RObject
+
+__all__ = ["CountDownLatch", "PermitExpirableSemaphore", "Semaphore"]
+
+
+class Semaphore(RExpirable):
+    """A counting semaphore: at most N holders at once, across processes and hosts.
+
+    Use it to limit concurrency (calls to a rate-limited API, heavy jobs per cluster). Permits
+    belong to nobody: any caller may release, and a holder that dies keeps its permits (use a
+    :class:`PermitExpirableSemaphore` when holders may die). Set the number of permits once
+    with :meth:`try_set_permits` (a semaphore that does not exist has 0).
+
+    Example::
+
+        sem = client.get_semaphore("exports")
+        await sem.try_set_permits(3)
+        async with sem:              # one permit
+            ...
+
+    Algorithm: Redisson ``RedissonSemaphore`` (a counter at the name; the new count is
+    published on ``redisson_sc:{name}``).
+    """
+
+    __slots__ = ()
+
+    _core: SemaphoreCore
+
+    async def try_set_permits(self, permits: int) -> bool:
+        """Set the number of permits if the semaphore does not exist yet.
+
+        Args:
+            permits: >= 0.
+
+        Returns:
+            ``True`` if set; ``False`` if the semaphore existed (nothing changes).
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+        """
+        return await self._core.try_set_permits(permits)
+
+    async def add_permits(self, permits: int) -> int:
+        """Add permits; a negative number removes them (the count may go below 0).
+
+        Returns:
+            The new number of available permits.
+
+        Raises:
+            TypeError: not an ``int``.
+        """
+        return await self._core.add_permits(permits)
+
+    async def available_permits(self) -> int:
+        """The permits available now (0 when the semaphore does not exist)."""
+        return await self._core.available_permits()
+
+    async def drain_permits(self) -> int:
+        """Take every available permit at once.
+
+        Returns:
+            How many permits were taken.
+        """
+        return await self._core.drain_permits()
+
+    async def acquire(self, permits: int = 1) -> None:
+        """Take ``permits``, waiting as long as it takes.
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+            TransportError: Redis could not be reached.
+        """
+        await self._core.acquire(permits)
+
+    async def try_acquire(self, permits: int = 1, wait_time: Duration | None = None) -> bool:
+        """Take ``permits`` if it can be done within ``wait_time``.
+
+        Args:
+            permits: >= 0 (0 succeeds at once without Redis).
+            wait_time: seconds or ``timedelta``; ``None`` or 0 for one attempt; ``math.inf``
+                to wait forever.
+
+        Returns:
+            ``True`` if the permits were taken.
+
+        Raises:
+            TypeError, ValueError: a bad count or duration (nothing is sent).
+        """
+        return await self._core.try_acquire(permits, wait_time)
+
+    async def release(self, permits: int = 1) -> None:
+        """Give ``permits`` back and wake waiters (0 does nothing).
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+        """
+        await self._core.release(permits)
+
+    async def __aenter__(self) -> Self:
+        await self._core.acquire(1)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._core.release(1)
+
+
+class PermitExpirableSemaphore(RExpirable):
+    """A semaphore whose permits are leased: a permit comes back when its lease runs out.
+
+    Use it when holders may die (a killed worker's permit returns by itself). Each acquire
+    returns a permit id (32 hex characters) to release later; releasing an unknown id raises.
+
+    Example::
+
+        sem = client.get_permit_expirable_semaphore("gpu-slots")
+        await sem.try_set_permits(4)
+        permit = await sem.acquire(lease_time=60)
+        try:
+            ...
+        finally:
+            await sem.release(permit)
+
+    Algorithm: Redisson ``RedissonPermitExpirableSemaphore`` (ids as 16 raw bytes in the
+    sorted set ``{name}:timeout``, scored by lease expiry; expired leases are reclaimed by
+    every operation).
+    """
+
+    __slots__ = ()
+
+    _core: PermitExpirableSemaphoreCore
+
+    async def acquire(self, lease_time: Duration | None = None) -> str:
+        """Lease one permit, waiting as long as it takes.
+
+        Args:
+            lease_time: seconds or ``timedelta`` until the permit comes back by itself;
+                ``None``: it never does (release it yourself).
+
+        Returns:
+            The permit id.
+
+        Raises:
+            TypeError, ValueError: a bad lease (nothing is sent).
+        """
+        return await self._core.acquire(lease_time)
+
+    async def try_acquire(
+        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+    ) -> str | None:
+        """Lease one permit if it can be done within ``wait_time``.
+
+        Args:
+            wait_time: ``None`` or 0 for one attempt; ``math.inf`` to wait forever.
+            lease_time: as in :meth:`acquire`.
+
+        Returns:
+            The permit id, or ``None``.
+
+        Raises:
+            TypeError, ValueError: a bad duration (nothing is sent).
+        """
+        return await self._core.try_acquire(wait_time, lease_time)
+
+    async def release(self, permit_id: str) -> None:
+        """Give a permit back.
+
+        Raises:
+            PermitNotHeldError: the id is unknown, already released, or its lease ran out.
+            TypeError, ValueError: not a permit id (32 hex characters).
+        """
+        await self._core.release(permit_id)
+
+    async def try_release(self, permit_id: str) -> bool:
+        """Give a permit back; ``False`` when the id is unknown, released or expired."""
+        return await self._core.try_release(permit_id)
+
+    async def update_lease_time(self, permit_id: str, lease_time: Duration | None) -> bool:
+        """Give a leased permit a new lease from now (``None``: it never expires).
+
+        Returns:
+            ``False`` when the id is unknown (or expired).
+        """
+        return await self._core.update_lease_time(permit_id, lease_time)
+
+    async def available_permits(self) -> int:
+        """Permits available now, after expired leases were given back."""
+        return await self._core.available_permits()
+
+    async def acquired_permits(self) -> int:
+        """Permits leased now, after expired leases were given back."""
+        return await self._core.acquired_permits()
+
+    async def set_permits(self, permits: int) -> None:
+        """Set the total number of permits (available and leased).
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+        """
+        await self._core.set_permits(permits)
+
+    async def try_set_permits(self, permits: int) -> bool:
+        """Set the number of permits if the semaphore does not exist yet; ``True`` if set."""
+        return await self._core.try_set_permits(permits)
+
+
+class CountDownLatch(RObject):
+    """A latch that opens when N events have happened (counted down by any process).
+
+    Use it to wait for a set of workers to finish, or for a fleet to be ready. The count is
+    set once with :meth:`try_set_count`; :meth:`count_down` decrements it; at 0 the latch opens
+    and every waiter is released.
+
+    Example::
+
+        latch = client.get_count_down_latch("batch:7")
+        await latch.try_set_count(3)
+        ...                                   # three workers call count_down()
+        if await latch.wait(timeout=60):
+            ...
+
+    ``wait()`` is Redisson's ``await()`` (a Python keyword; ``await latch.wait()`` reads like
+    ``asyncio.Event``); ``await_`` is an alias. Algorithm: Redisson ``RedissonCountDownLatch``.
+    """
+
+    __slots__ = ()
+
+    _core: CountDownLatchCore
+
+    async def try_set_count(self, count: int) -> bool:
+        """Set the count if the latch is not set (open).
+
+        Args:
+            count: >= 0.
+
+        Returns:
+            ``True`` if set.
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+        """
+        return await self._core.try_set_count(count)
+
+    async def count_down(self) -> None:
+        """Decrement the count; at 0 the latch opens and releases every waiter."""
+        await self._core.count_down()
+
+    async def get_count(self) -> int:
+        """The count now (0: open)."""
+        return await self._core.get_count()
+
+    async def wait(self, timeout: Duration | None = None) -> bool:
+        """Wait until the count reaches 0.
+
+        Args:
+            timeout: seconds or ``timedelta``; ``None`` waits as long as it takes.
+
+        Returns:
+            ``True`` when open, ``False`` when ``timeout`` ran out.
+
+        Raises:
+            TypeError, ValueError: a bad timeout (nothing is sent).
+        """
+        return await self._core.wait(timeout)
+
+    async def await_(self, timeout: Duration | None = None) -> bool:
+        """Redisson's name for :meth:`wait`."""
+        return await self._core.wait(timeout)
+
+    async def delete(self) -> bool:
+        """Delete the latch: it opens and releases its waiters.
+
+        Returns:
+            ``True`` if it existed.
+        """
+        return await self._core.delete()
