@@ -16,7 +16,7 @@ from syncprims._sync._lock import FairLock, FencedLock, ReadLock, ReadWriteLock,
 from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
-from syncprims.config import TLS, Config, SingleServer
+from syncprims.config import TLS, ClusterServers, Config, SentinelServers, SingleServer
 from syncprims.errors import (
     ClientClosedError,
     LockError,
@@ -25,6 +25,7 @@ from syncprims.errors import (
     PermitNotHeldError,
     RedisConnectionError,
     RedisTimeoutError,
+    ReplicaSyncError,
     ServerReplyError,
     SyncPrimsError,
     TransportError,
@@ -37,6 +38,7 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "Config",
+    "ClusterServers",
     "CountDownLatch",
     "FairLock",
     "FencedLock",
@@ -47,6 +49,7 @@ __all__ = [
     "MultiLock",
     "PermitExpirableSemaphore",
     "PermitNotHeldError",
+    "ReplicaSyncError",
     "RExpirable",
     "RLock",
     "RObject",
@@ -58,6 +61,7 @@ __all__ = [
     "RedisTimeoutError",
     "ServerReplyError",
     "Semaphore",
+    "SentinelServers",
     "SingleServer",
     "SyncPrimsError",
     "TransportError",

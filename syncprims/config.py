@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-__all__ = ["Config", "SingleServer", "TLS"]
+__all__ = ["ClusterServers", "Config", "SentinelServers", "SingleServer", "TLS", "parse_url"]
 
 _SCHEMES = ("redis", "rediss", "unix")
 
@@ -127,6 +127,108 @@ class SingleServer:
         return redact(self.url)
 
 
+def _node_urls(value: object) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"give a list of URLs, not {type(value).__name__}")
+    urls = tuple(value)
+    if not urls:
+        raise ValueError("at least one node URL is needed")
+    for url in urls:
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss"):
+            raise ValueError(f"node URLs must be redis:// or rediss:// URLs, got {url!r}")
+    return urls
+
+
+@attrs.frozen(kw_only=True)
+class ClusterServers:
+    """A Redis Cluster, reached through any of its nodes.
+
+    Attributes:
+        nodes: seed node URLs (``redis://host:port`` or ``rediss://``); the others are
+            discovered with ``CLUSTER SLOTS``.
+        username, password: ACL credentials for every node (override the URLs').
+        tls: TLS options, used with ``rediss://`` seeds.
+    """
+
+    nodes: tuple[str, ...] = attrs.field(converter=_node_urls)
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    tls: TLS = attrs.field(factory=TLS)
+
+    def redacted_url(self) -> str:
+        """``redis+cluster://host:port,...`` without passwords."""
+        hosts = ",".join(urlsplit(url).netloc.rsplit("@", 1)[-1] for url in self.nodes)
+        return f"redis+cluster://{hosts}"
+
+
+@attrs.frozen(kw_only=True)
+class SentinelServers:
+    """A master and its replicas managed by Redis Sentinel.
+
+    Attributes:
+        master_name: the name the sentinels know the master by.
+        sentinels: sentinel URLs (``redis://host:port``).
+        username, password: ACL credentials of the master (not of the sentinels).
+        sentinel_password: the sentinels' password, if they have one.
+        db: database number.
+        tls: TLS options for the master and its replicas.
+    """
+
+    master_name: str
+    sentinels: tuple[str, ...] = attrs.field(converter=_node_urls)
+    username: str | None = None
+    password: str | None = attrs.field(default=None, repr=False)
+    sentinel_password: str | None = attrs.field(default=None, repr=False)
+    db: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_non_negative_int)
+    )
+    tls: TLS = attrs.field(factory=TLS)
+
+    def redacted_url(self) -> str:
+        """``redis+sentinel://host:port,.../master_name`` without passwords."""
+        hosts = ",".join(urlsplit(url).netloc.rsplit("@", 1)[-1] for url in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.master_name}"
+
+
+Servers = SingleServer | ClusterServers | SentinelServers
+
+
+def parse_url(url: str) -> Servers:
+    """Where Redis is, from a URL.
+
+    ``redis://`` / ``rediss://`` / ``unix://``: one server. ``redis+cluster://h1:p1,h2:p2``
+    (or ``rediss+cluster://``): a cluster, seeded by those nodes. ``redis+sentinel://h1:p1,
+    h2:p2/master_name`` (or ``rediss+sentinel://``): a sentinel-managed master; a password
+    in the URL is the master's.
+
+    Raises:
+        ValueError: an unknown scheme, or a cluster/sentinel URL without hosts.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, not {type(url).__name__}")
+    parts = urlsplit(url)
+    if parts.scheme in ("redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"):
+        base = parts.scheme.split("+")[0]
+        credentials, _, hosts = parts.netloc.rpartition("@")
+        if not hosts:
+            raise ValueError(f"no hosts in {redact(url)!r}")
+        auth = f"{credentials}@" if credentials else ""
+        urls = tuple(f"{base}://{auth}{host}" for host in hosts.split(","))
+        if parts.scheme.endswith("+cluster"):
+            return ClusterServers(nodes=urls)
+        master = parts.path.strip("/")
+        if not master:
+            raise ValueError(f"a sentinel URL needs the master name as its path: {redact(url)!r}")
+        sentinels = tuple(f"{base}://{host}" for host in hosts.split(","))
+        return SentinelServers(
+            master_name=master,
+            sentinels=sentinels,
+            username=parts.username or None,
+            password=parts.password,
+        )
+    return SingleServer(url=url)
+
+
 @attrs.frozen(kw_only=True)
 class Config:
     """Everything a client needs: where Redis is, and how locks and waits behave.
@@ -160,9 +262,17 @@ class Config:
         max_connections: most command connections per client and event loop; ``None`` for
             no limit. When the limit is reached a command waits up to ``timeout``.
         client_name: sent with ``CLIENT SETNAME`` on every connection, or ``None``.
+        lock_synced_replicas: after each lock acquisition, wait (``WAIT``) until this many
+            replicas have the lock; if fewer acknowledge within ``replica_sync_timeout``, the
+            acquisition is undone and ``ReplicaSyncError`` raised (Redisson
+            ``checkLockSyncedSlaves``). 0 (default): do not wait. It narrows, but cannot
+            close, the window in which a failover loses a granted lock (replication stays
+            asynchronous). It costs one more round trip per acquisition.
+        replica_sync_timeout: seconds to wait for those replicas (Redisson
+            ``slavesSyncTimeout``, 1 s).
     """
 
-    server: SingleServer = attrs.field(factory=SingleServer)
+    server: Servers = attrs.field(factory=SingleServer)
     lock_watchdog_timeout: float = attrs.field(
         default=30.0, converter=_seconds, validator=_positive
     )
@@ -180,6 +290,8 @@ class Config:
         default=None, validator=attrs.validators.optional(_positive_int)
     )
     client_name: str | None = None
+    lock_synced_replicas: int = attrs.field(default=0, validator=_non_negative_int)
+    replica_sync_timeout: float = attrs.field(default=1.0, converter=_seconds, validator=_positive)
 
     @classmethod
     def single_server(
@@ -224,6 +336,89 @@ class Config:
         """
         attempts = self.retry_attempts + 1
         return max(1, math.ceil((self.timeout + self.retry_delay[1]) * attempts * 1000))
+
+    @classmethod
+    def cluster(
+        cls,
+        nodes: list[str] | tuple[str, ...],
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        tls: TLS | None = None,
+        **options: Any,
+    ) -> Config:
+        """A configuration for a Redis Cluster.
+
+        Args:
+            nodes: seed node URLs (``redis://host:port``); the others are discovered.
+            username: ACL user name for every node.
+            password: password for every node.
+            tls: TLS options for ``rediss://`` seeds.
+            **options: any other :class:`Config` attribute.
+
+        Raises:
+            ValueError, TypeError: a bad value.
+        """
+        servers = ClusterServers(
+            nodes=nodes, username=username, password=password, tls=tls or TLS()
+        )
+        return cls(server=servers, **options)
+
+    @classmethod
+    def sentinel(
+        cls,
+        master_name: str,
+        sentinels: list[str] | tuple[str, ...],
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        sentinel_password: str | None = None,
+        db: int | None = None,
+        tls: TLS | None = None,
+        **options: Any,
+    ) -> Config:
+        """A configuration for a sentinel-managed master.
+
+        Args:
+            master_name: the master's name at the sentinels.
+            sentinels: sentinel URLs (``redis://host:port``).
+            username: ACL user name of the master.
+            password: password of the master.
+            sentinel_password: password of the sentinels.
+            db: database number.
+            tls: TLS options for the master and replicas.
+            **options: any other :class:`Config` attribute.
+
+        Raises:
+            ValueError, TypeError: a bad value.
+        """
+        servers = SentinelServers(
+            master_name=master_name,
+            sentinels=sentinels,
+            username=username,
+            password=password,
+            sentinel_password=sentinel_password,
+            db=db,
+            tls=tls or TLS(),
+        )
+        return cls(server=servers, **options)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Config:
+        """A configuration from any URL form of :func:`parse_url`, plus options.
+
+        Raises:
+            ValueError, TypeError: a bad URL or option.
+        """
+        servers = parse_url(url)
+        overrides: dict[str, Any] = {
+            k: options.pop(k) for k in ("username", "password", "tls") if k in options
+        }
+        if "db" in options and not isinstance(servers, ClusterServers):
+            overrides["db"] = options.pop("db")
+        if overrides:
+            servers = attrs.evolve(servers, **{k: v for k, v in overrides.items() if v is not None})
+        return cls(server=servers, **options)
 
     def describe(self) -> str:
         """A one-line description without secrets, for logs."""

@@ -11,6 +11,7 @@
     │   └── RedisTimeoutError            also a TimeoutError: no reply within the timeout
     ├── SubscriptionTimeoutError         also a TimeoutError: pub/sub did not confirm in time
     ├── PermitNotHeldError               also a ValueError: release of an unknown permit id
+    ├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
     ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
     └── ClientClosedError                also a RuntimeError: the client was shut down
 
@@ -30,6 +31,7 @@ __all__ = [
     "LockLostError",
     "LockNotHeldError",
     "PermitNotHeldError",
+    "ReplicaSyncError",
     "RedisConnectionError",
     "RedisTimeoutError",
     "ServerReplyError",
@@ -78,6 +80,23 @@ class PermitNotHeldError(SyncPrimsError, ValueError):
         super().__init__(message)
         self.name = name
         self.permit_id = permit_id
+
+
+class ReplicaSyncError(SyncPrimsError):
+    """Fewer replicas than ``Config.lock_synced_replicas`` acknowledged an acquisition in
+    time; it was undone (Redisson's ``NoSyncedSlavesException``).
+
+    Attributes:
+        name: the object's name.
+        acknowledged: replicas that acknowledged.
+        required: replicas required.
+    """
+
+    def __init__(self, message: str, *, name: str, acknowledged: int, required: int) -> None:
+        super().__init__(message)
+        self.name = name
+        self.acknowledged = acknowledged
+        self.required = required
 
 
 class TransportError(SyncPrimsError):

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from syncprims._embedded import FakeServer, RedisServer
+from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer
 from tests.harness import Face, MakeLock
 
 
@@ -57,11 +57,24 @@ def fake_server() -> Iterator[FakeServer]:
     server.stop()
 
 
-@pytest.fixture(params=["fake", "real"])
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterSet]:
+    cluster = RedisClusterSet(masters=3, replicas=1)
+    yield cluster
+    cluster.stop()
+
+
+BACKENDS = {"fake": "fake_server", "real": "redis_server", "cluster": "redis_cluster"}
+
+
+@pytest.fixture(params=list(BACKENDS))
 def url(request: pytest.FixtureRequest) -> str:
-    server: Any = request.getfixturevalue(f"{request.param}_server".replace("real", "redis"))
-    if request.param == "real":
+    """A server of each backend: fakeredis, a real redis-server, a real 3-master cluster."""
+    server: Any = request.getfixturevalue(BACKENDS[request.param])
+    if request.param != "fake":
         request.applymarker(pytest.mark.real)
+    if request.param == "cluster":
+        request.applymarker(pytest.mark.cluster)
     return str(server.url)
 
 

@@ -20,11 +20,17 @@ import redis.client
 
 import syncprims
 import syncprims.asyncio
+from syncprims._transport.connections import plain_client
 
-__all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "within"]
+__all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "raw_redis", "within"]
 
 MakeLock = Callable[[Any, str], Any]
 """Makes a lock of the kind under test: ``make_lock(client, name)``."""
+
+
+def raw_redis(url: str) -> Any:
+    """A plain redis-py client for ``url`` (any form), to look at what syncprims left."""
+    return plain_client(url)
 
 
 def raw_command(client: redis.Redis, *args: str | int) -> Any:
@@ -32,10 +38,43 @@ def raw_command(client: redis.Redis, *args: str | int) -> Any:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
-def raw_pubsub(client: redis.Redis) -> redis.client.PubSub:
-    """``client.pubsub()``: redis-py leaves that method unannotated."""
-    pubsub: redis.client.PubSub = client.pubsub()  # type: ignore[no-untyped-call]
-    return pubsub
+class RawSubscriber:
+    """A redis-py subscriber that listens where syncprims publishes: classic pub/sub, or
+    sharded pub/sub (SSUBSCRIBE) on a Redis 7 cluster, where the scripts SPUBLISH."""
+
+    def __init__(self, client: Any) -> None:
+        self._cluster = isinstance(client, redis.RedisCluster)
+        self._pubsub: Any = client.pubsub()
+
+    def subscribe(self, channel: str) -> None:
+        """Subscribe to ``channel``."""
+        if self._cluster:
+            self._pubsub.ssubscribe(channel)
+        else:
+            self._pubsub.subscribe(channel)
+
+    def get_message(
+        self, ignore_subscribe_messages: bool = True, timeout: float = 0.0
+    ) -> dict[str, Any] | None:
+        """The next message, or ``None`` after ``timeout`` seconds."""
+        if self._cluster:
+            message = self._pubsub.get_sharded_message(
+                ignore_subscribe_messages=ignore_subscribe_messages, timeout=timeout
+            )
+        else:
+            message = self._pubsub.get_message(
+                ignore_subscribe_messages=ignore_subscribe_messages, timeout=timeout
+            )
+        return dict(message) if message is not None else None
+
+    def close(self) -> None:
+        """Unsubscribe and close."""
+        self._pubsub.close()
+
+
+def raw_pubsub(client: Any) -> RawSubscriber:
+    """A subscriber on ``client`` (see :class:`RawSubscriber`)."""
+    return RawSubscriber(client)
 
 
 class Actor:

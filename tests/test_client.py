@@ -99,7 +99,7 @@ def test_redis_url_environment_variable(
 ) -> None:
     monkeypatch.setenv("REDIS_URL", redis_server.url)
     with syncprims.connect() as client:
-        assert client.config.server.url == redis_server.url
+        assert client.config.server == syncprims.SingleServer(url=redis_server.url)
 
 
 def test_create_checks_its_argument() -> None:

@@ -8,10 +8,9 @@ import time
 from typing import Any
 
 import pytest
-import redis
 
 import syncprims
-from tests.harness import Face, raw_pubsub, within
+from tests.harness import Face, raw_pubsub, raw_redis, within
 
 
 async def test_count_downs_open_it_for_every_waiter(face: Face, url: str, name: str) -> None:
@@ -90,7 +89,7 @@ def test_processes_wait_for_the_count_downs(real_url: str, name: str) -> None:
 
 
 def test_layout_and_messages(url: str, name: str) -> None:
-    raw = redis.Redis.from_url(url)
+    raw = raw_redis(url)
     pubsub = raw_pubsub(raw)
     pubsub.subscribe(f"redisson_countdownlatch__channel__{{{name}}}")
     with syncprims.connect(url) as client:

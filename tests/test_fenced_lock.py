@@ -13,7 +13,7 @@ import time
 import redis
 
 import syncprims
-from tests.harness import Face
+from tests.harness import Face, raw_redis
 
 # A storage that accepts a write only with a token at least as high as any it has seen.
 FENCED_WRITE = """
@@ -113,7 +113,7 @@ def test_a_paused_holders_stale_write_is_rejected(real_url: str, name: str) -> N
 
 
 def test_layout(url: str, name: str) -> None:
-    raw = redis.Redis.from_url(url)
+    raw = raw_redis(url)
     with syncprims.connect(url) as client:
         lock = client.get_fenced_lock(name)
         token = lock.lock_and_get_token()

@@ -16,17 +16,17 @@ import pytest
 import redis
 
 import syncprims
-from tests.harness import Face, raw_pubsub, within
+from tests.harness import Face, RawSubscriber, raw_pubsub, raw_redis, within
 
 
 @pytest.fixture
-def raw(url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(url, protocol=2)
+def raw(url: str) -> Iterator[Any]:
+    client = raw_redis(url)
     yield client
     client.close()
 
 
-def _next_message(pubsub: redis.client.PubSub, timeout: float) -> dict[str, Any] | None:
+def _next_message(pubsub: RawSubscriber, timeout: float) -> dict[str, Any] | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         message: dict[str, Any] | None = pubsub.get_message(

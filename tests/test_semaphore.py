@@ -15,12 +15,12 @@ import redis
 
 import syncprims
 from syncprims import PermitNotHeldError
-from tests.harness import Face, raw_pubsub, within
+from tests.harness import Face, raw_pubsub, raw_redis, within
 
 
 @pytest.fixture
-def raw(url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(url)
+def raw(url: str) -> Iterator[Any]:
+    client = raw_redis(url)
     yield client
     client.close()
 

@@ -50,6 +50,10 @@ class Executor(Protocol):
         """The client's configuration."""
 
     @property
+    def cluster(self) -> bool:
+        """Whether the client talks to a Redis Cluster."""
+
+    @property
     def client_id(self) -> str:
         """This client's UUID (a new one in a forked child)."""
 
@@ -61,9 +65,9 @@ class Executor(Protocol):
     def janitor(self) -> Janitor:
         """Background deletion of short-lived keys."""
 
-    @property
-    def publish_command(self) -> str:
-        """``"PUBLISH"``, or ``"SPUBLISH"`` where sharded pub/sub is in use."""
+    def publish_command_for(self, channel: str, key: str) -> str:
+        """``"PUBLISH"``, or ``"SPUBLISH"`` where ``channel`` (of the object at ``key``) is
+        sharded (a Redis 7+ cluster, channel and key in one slot)."""
 
     async def eval(
         self,
@@ -81,8 +85,8 @@ class Executor(Protocol):
             ServerReplyError: Redis answered with an error.
         """
 
-    async def command(self, *args: str | int, context: str) -> Any:
-        """Run one plain command once. Raises as :meth:`eval`."""
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> Any:
+        """Run one plain command once on the node of ``route`` (a key). Raises as :meth:`eval`."""
 
     async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
         """Run several scripts at once, each on its own executor (all of this face's type).
@@ -93,7 +97,7 @@ class Executor(Protocol):
             One entry per call: the reply, or the ``SyncPrimsError`` it failed with.
         """
 
-    def subscribe(self, channel: str, policy: WakePolicy) -> Subscription:
+    def subscribe(self, channel: str, policy: WakePolicy, route: str | None = None) -> Subscription:
         """Take a reference on a channel subscription (never blocks).
 
         Wait with :meth:`wait_ready` before relying on its messages.

@@ -101,7 +101,7 @@ class FairLockCore(LockCore):
                 lease,
                 field,
                 ex.wall_ms(),
-                ex.publish_command,
+                self.publish,
                 ex.config.unlock_latch_ttl_ms,
             ],
         )
@@ -110,7 +110,7 @@ class FairLockCore(LockCore):
         return (
             scripts.FAIR_FORCE_UNLOCK,
             [self.name, self.queue, self.timeouts, self.channel],
-            [UNLOCK_MESSAGE, self._ex.wall_ms(), self._ex.publish_command],
+            [UNLOCK_MESSAGE, self._ex.wall_ms(), self.publish],
         )
 
     async def delete(self) -> bool:

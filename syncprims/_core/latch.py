@@ -34,8 +34,8 @@ class CountDownLatchCore(ObjectCore):
         return int(
             await self.run_script(
                 scripts.LATCH_OPS,
-                [self.name, self.channel],
-                [op, count, self._ex.publish_command],
+                [self.name],
+                [op, count, self.publish, self.channel],
                 action="updating",
             )
         )
@@ -68,5 +68,10 @@ class CountDownLatchCore(ObjectCore):
         """
         wait = float("inf") if timeout is None else wait_seconds(timeout, "timeout")
         return await acquire_loop(
-            self._ex, self._attempt, channel=self.channel, policy=latch_policy, wait=wait
+            self._ex,
+            self._attempt,
+            channel=self.channel,
+            policy=latch_policy,
+            wait=wait,
+            route=self.name,
         )

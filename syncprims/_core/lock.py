@@ -37,7 +37,7 @@ from syncprims._protocol.names import lock_channel, unlock_latch_key
 from syncprims._protocol.timing import lease_ms, to_seconds, wait_seconds
 from syncprims._services.pubsub import lock_policy
 from syncprims._services.watchdog import LOCK_RENEWAL, RenewalKind
-from syncprims.errors import LockNotHeldError
+from syncprims.errors import LockNotHeldError, ReplicaSyncError
 
 __all__ = ["LockCore"]
 
@@ -114,7 +114,7 @@ class LockCore(ExpirableCore):
         return (
             scripts.LOCK_UNLOCK,
             [self.name, self.channel, latch],
-            [UNLOCK_MESSAGE, lease, field, ex.publish_command, ex.config.unlock_latch_ttl_ms],
+            [UNLOCK_MESSAGE, lease, field, self.publish, ex.config.unlock_latch_ttl_ms],
         )
 
     def force_unlock_command(self) -> Command:
@@ -122,7 +122,7 @@ class LockCore(ExpirableCore):
         return (
             scripts.LOCK_FORCE_UNLOCK,
             [self.name, self.channel],
-            [UNLOCK_MESSAGE, self._ex.publish_command],
+            [UNLOCK_MESSAGE, self.publish],
         )
 
     # -- acquire ------------------------------------------------------------------------------
@@ -144,8 +144,34 @@ class LockCore(ExpirableCore):
         )
         ttl = self.reply_ttl(reply)
         if ttl is None:
+            if ex.config.lock_synced_replicas:
+                await self._wait_for_replicas(field, lease)
             self.acquired(field, lease, watchdog, reply)
         return ttl
+
+    async def _wait_for_replicas(self, field: str, lease: int) -> None:
+        """``WAIT`` for ``lock_synced_replicas``; undo the acquisition and raise if too few."""
+        ex = self._ex
+        required = ex.config.lock_synced_replicas
+        acknowledged = int(
+            await ex.command(
+                "WAIT",
+                required,
+                round(ex.config.replica_sync_timeout * 1000),
+                context=self.context("waiting for the replicas of"),
+                route=self.name,
+            )
+        )
+        if acknowledged >= required:
+            return
+        await self._unlock_field(field, lease)
+        raise ReplicaSyncError(
+            f"only {acknowledged} of {required} replicas acknowledged {self.kind} {self.name!r} "
+            f"within {ex.config.replica_sync_timeout:g} s; the acquisition was undone",
+            name=self.name,
+            acknowledged=acknowledged,
+            required=required,
+        )
 
     def reply_ttl(self, reply: Any) -> int | None:
         """Decode an acquire reply: ``None`` when acquired, else how long to wait (ms)."""
@@ -174,6 +200,7 @@ class LockCore(ExpirableCore):
             policy=lock_policy,
             wait=wait,
             on_give_up=self.give_up(field, wait),
+            route=self.name,
         )
 
     async def lock(self, owner: int, lease_time: object) -> None:

@@ -125,7 +125,8 @@ class MultiLockCore:
                 busy = [i for i, ttl in enumerate(ttls) if isinstance(ttl, int)]
                 if waiting is None and busy:
                     sub, field = plans[busy[0]][0], plans[busy[0]][1]
-                    waiting = (sub._ex, sub._ex.subscribe(sub.wait_channel(field), lock_policy))
+                    channel = sub.wait_channel(field)
+                    waiting = (sub._ex, sub._ex.subscribe(channel, lock_policy, sub.name))
                     await waiting[0].wait_ready(waiting[1], min(remaining, pause))
                     continue  # subscribed: try again at once, then wait for its releases
                 if waiting is not None:

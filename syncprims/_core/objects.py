@@ -13,7 +13,7 @@ from typing import Any
 from syncprims._core.executor import Executor
 from syncprims._core.retry import with_retry
 from syncprims._protocol import scripts
-from syncprims._protocol.names import check_name
+from syncprims._protocol.names import check_cluster_name, check_name
 from syncprims._protocol.timing import lease_ms
 
 __all__ = ["ExpirableCore", "ObjectCore"]
@@ -27,6 +27,14 @@ class ObjectCore:
     def __init__(self, executor: Executor, name: str) -> None:
         self._ex = executor
         self.name = check_name(name)
+        if executor.cluster:
+            check_cluster_name(self.name)
+        self.channel = ""  # set by objects that publish
+
+    @property
+    def publish(self) -> str:
+        """``PUBLISH``, or ``SPUBLISH`` where this object's channel is sharded (a cluster)."""
+        return self._ex.publish_command_for(self.channel, self.name)
 
     def __repr__(self) -> str:
         return f"<{self.kind} {self.name!r}>"
@@ -43,7 +51,9 @@ class ObjectCore:
         """Run an idempotent command, with retries."""
         context = self.context(action)
         return await with_retry(
-            self._ex, lambda: self._ex.command(*command, context=context), idempotent=True
+            self._ex,
+            lambda: self._ex.command(*command, context=context, route=self.name),
+            idempotent=True,
         )
 
     async def run_script(

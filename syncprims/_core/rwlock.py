@@ -86,14 +86,14 @@ class ReadLockCore(_SideCore):
                 key_prefix(self.name),
                 latch,
             ],
-            [READ_UNLOCK_MESSAGE, field, ex.publish_command, ex.config.unlock_latch_ttl_ms],
+            [READ_UNLOCK_MESSAGE, field, self.publish, ex.config.unlock_latch_ttl_ms],
         )
 
     def force_unlock_command(self) -> Command:
         return (
             scripts.RW_FORCE_UNLOCK,
             [self.name, self.channel],
-            ["read", READ_UNLOCK_MESSAGE, self._ex.publish_command],
+            ["read", READ_UNLOCK_MESSAGE, self.publish],
         )
 
     async def is_locked(self) -> bool:
@@ -126,7 +126,7 @@ class WriteLockCore(_SideCore):
                 WRITE_UNLOCK_MESSAGE,
                 lease,
                 field,
-                ex.publish_command,
+                self.publish,
                 ex.config.unlock_latch_ttl_ms,
             ],
         )
@@ -135,7 +135,7 @@ class WriteLockCore(_SideCore):
         return (
             scripts.RW_FORCE_UNLOCK,
             [self.name, self.channel],
-            ["write", WRITE_UNLOCK_MESSAGE, self._ex.publish_command],
+            ["write", WRITE_UNLOCK_MESSAGE, self.publish],
         )
 
     async def is_locked(self) -> bool:

@@ -50,7 +50,7 @@ class SemaphoreCore(ExpirableCore):
         return await self.run_script(
             scripts.SEM_SET,
             [self.name, self.channel],
-            [op, permits, self._ex.publish_command],
+            [op, permits, self.publish],
             action="setting the permits of",
         )
 
@@ -109,6 +109,7 @@ class SemaphoreCore(ExpirableCore):
             channel=self.channel,
             policy=semaphore_policy,
             wait=wait,
+            route=self.name,
         )
 
     async def acquire(self, permits: object) -> None:
@@ -119,7 +120,7 @@ class SemaphoreCore(ExpirableCore):
         await self.run_script(
             scripts.SEM_RELEASE,
             [self.name, self.channel],
-            [permits, self._ex.publish_command],
+            [permits, self.publish],
             action="releasing",
         )
 
@@ -149,7 +150,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         return await self.run_script(
             scripts.PES_ADMIN,
             [self.name, self.timeouts, self.channel],
-            [op, ex.wall_ms(), ex.publish_command, value, permit],
+            [op, ex.wall_ms(), self.publish, value, permit],
             action="updating",
         )
 
@@ -183,7 +184,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             lambda: ex.eval(
                 scripts.PES_ACQUIRE,
                 [self.name, self.timeouts, self.channel],
-                [permit, expiry, now, NEVER, ex.publish_command],
+                [permit, expiry, now, NEVER, self.publish],
                 context=self.context("acquiring a permit of"),
                 on_orphan=lambda late: self._give_back(permit, late),
             ),
@@ -217,6 +218,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             channel=self.channel,
             policy=semaphore_policy,
             wait=wait,
+            route=self.name,
         )
         return permit.hex() if acquired else None
 
@@ -231,7 +233,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         return await self.run_script(
             scripts.PES_RELEASE,
             [self.name, self.timeouts, self.channel],
-            [permit, ex.wall_ms(), ex.publish_command],
+            [permit, ex.wall_ms(), self.publish],
             action="releasing a permit of",
         )
 

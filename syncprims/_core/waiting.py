@@ -39,6 +39,7 @@ async def acquire_loop(
     channel: str,
     policy: WakePolicy,
     wait: float,
+    route: str | None = None,
     on_give_up: Callable[[], Awaitable[None]] | None = None,
 ) -> bool:
     """Acquire with ``attempt`` within ``wait`` seconds (``math.inf``: no limit).
@@ -47,6 +48,7 @@ async def acquire_loop(
         ex: the executor.
         attempt: one acquire attempt (see the module docstring).
         channel: the pub/sub channel that announces releases.
+        route: the key of the object the channel belongs to (a cluster routes by it).
         policy: how that channel's messages wake waiters.
         wait: seconds; 0 for a single attempt.
         on_give_up: awaited when the wait ends without the resource, also when the caller
@@ -65,7 +67,7 @@ async def acquire_loop(
         return False
     config = ex.config
     backoff = MIN_BACKOFF
-    sub = ex.subscribe(channel, policy)
+    sub = ex.subscribe(channel, policy, route)
     try:
         await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
         while True:

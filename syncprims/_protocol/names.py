@@ -8,7 +8,9 @@ carries the object's hash tag, so that one script only ever touches one cluster 
 from __future__ import annotations
 
 __all__ = [
+    "check_cluster_name",
     "check_name",
+    "has_hash_tag",
     "key_prefix",
     "lock_channel",
     "prefix_name",
@@ -35,6 +37,34 @@ def check_name(name: object) -> str:
         raise TypeError(f"object name must be a str, not {type(name).__name__}")
     if not name:
         raise ValueError("object name must not be empty")
+    return name
+
+
+def has_hash_tag(name: str) -> bool:
+    """Whether Redis Cluster hashes ``name`` by a tag: a ``{`` followed by a ``}`` with at
+    least one character between them (the first such pair counts)."""
+    start = name.find("{")
+    if start < 0:
+        return False
+    end = name.find("}", start + 1)
+    return end > start + 1
+
+
+def check_cluster_name(name: str) -> str:
+    """Refuse, for a cluster, a name whose derived keys would fall in other slots.
+
+    Redisson's rule keeps a name that contains ``{`` as it is in the names it derives
+    (``prefix:name``), which only shares the name's slot when the ``{`` opens a real hash
+    tag. ``"{}x"`` or ``"a{b"`` would make every script fail with CROSSSLOT.
+
+    Raises:
+        ValueError: the name contains ``{`` but no hash tag.
+    """
+    if "{" in name and not has_hash_tag(name):
+        raise ValueError(
+            f"in a cluster, a name containing '{{' must hold a hash tag like '{{tag}}' "
+            f"(its derived keys would fall in other slots): {name!r}"
+        )
     return name
 
 

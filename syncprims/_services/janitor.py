@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from syncprims._services.loop import ServiceLoop
@@ -27,15 +27,21 @@ BATCH = 1000
 class CommandRunner(Protocol):
     """What the janitor needs from the transport: one plain command on the services loop."""
 
-    async def command(self, *args: str | int, context: str) -> object: ...
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> object: ...
 
 
 class Janitor:
     """Collects keys to delete and deletes them in batches."""
 
-    def __init__(self, services: ServiceLoop, runner: CommandRunner) -> None:
+    def __init__(
+        self,
+        services: ServiceLoop,
+        runner: CommandRunner,
+        slot_of: Callable[[str], int] | None = None,
+    ) -> None:
         self._services = services
         self._runner = runner
+        self._slot_of = slot_of or (lambda key: 0)
         self._mutex = threading.Lock()
         self._keys: list[str] = []
         self._scheduled = False
@@ -56,12 +62,18 @@ class Janitor:
         with self._mutex:
             keys, self._keys = self._keys, []
             self._scheduled = False
-        for start in range(0, len(keys), BATCH):
-            self._services.spawn(self._unlink(keys[start : start + BATCH]))
+        by_slot: dict[int, list[str]] = {}
+        for key in keys:  # one UNLINK per slot (a cluster command touches one slot only)
+            by_slot.setdefault(self._slot_of(key), []).append(key)
+        for group in by_slot.values():
+            for start in range(0, len(group), BATCH):
+                self._services.spawn(self._unlink(group[start : start + BATCH]))
 
     async def _unlink(self, keys: Sequence[str]) -> None:
         try:
-            await self._runner.command("UNLINK", *keys, context="deleting unlock latch keys")
+            await self._runner.command(
+                "UNLINK", *keys, context="deleting unlock latch keys", route=keys[0]
+            )
         except Exception as error:  # they expire by their TTL anyway
             log.debug("janitor: UNLINK of %d keys failed: %s", len(keys), error)
 

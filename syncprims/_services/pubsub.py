@@ -34,6 +34,7 @@ from syncprims._transport.connections import ConnectionSpec
 from syncprims.errors import ClientClosedError
 
 __all__ = [
+    "ClusterPubSub",
     "PubSubRegistry",
     "Subscription",
     "WakePolicy",
@@ -57,9 +58,10 @@ POLL = 0.25
 class Subscription:
     """The local entry of one channel: its waiters' latch and the confirmation signal."""
 
-    __slots__ = ("channel", "idle_since", "latch", "policy", "ready", "refcount")
+    __slots__ = ("channel", "idle_since", "latch", "policy", "ready", "refcount", "registry")
 
-    def __init__(self, channel: str, policy: WakePolicy) -> None:
+    def __init__(self, channel: str, policy: WakePolicy, registry: PubSubRegistry) -> None:
+        self.registry = registry
         self.channel = channel
         self.policy = policy
         self.refcount = 0
@@ -114,8 +116,14 @@ def latch_policy(sub: Subscription, message: bytes) -> None:
 class PubSubRegistry:
     """Shared, reference-counted subscriptions on one subscriber connection."""
 
-    def __init__(self, spec: ConnectionSpec, *, timeout: float, name: str) -> None:
+    def __init__(
+        self, spec: ConnectionSpec, *, timeout: float, name: str, sharded: bool = False
+    ) -> None:
         self._spec = spec
+        self.sharded = sharded
+        self._subscribe, self._unsubscribe = (
+            ("SSUBSCRIBE", "SUNSUBSCRIBE") if sharded else ("SUBSCRIBE", "UNSUBSCRIBE")
+        )
         self._timeout = timeout
         self._name = name
         self._mutex = threading.Lock()  # entries, pending confirmations, writes to the socket
@@ -128,7 +136,7 @@ class PubSubRegistry:
 
     # -- request threads ------------------------------------------------------------------
 
-    def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
+    def acquire(self, channel: str, policy: WakePolicy, route: str | None = None) -> Subscription:
         """Take a reference on ``channel``'s subscription, subscribing if needed.
 
         Wait on ``sub.ready`` before relying on messages.
@@ -141,8 +149,8 @@ class PubSubRegistry:
                 raise ClientClosedError("the client is shut down")
             sub = self._entries.get(channel)
             if sub is None:
-                sub = self._entries[channel] = Subscription(channel, policy)
-                self._write_locked("SUBSCRIBE", [channel])
+                sub = self._entries[channel] = Subscription(channel, policy, self)
+                self._write_locked(self._subscribe, [channel])
             sub.refcount += 1
             if self._thread is None:
                 self._start_locked()
@@ -168,7 +176,7 @@ class PubSubRegistry:
         conn = self._conn
         if conn is None:
             return  # (re)connecting: the reader subscribes every registered channel
-        if command == "SUBSCRIBE":
+        if command == self._subscribe:
             for channel in channels:
                 self._pending[channel] = self._pending.get(channel, 0) + 1
         else:
@@ -189,7 +197,7 @@ class PubSubRegistry:
         if idle:
             for sub in idle:
                 del self._entries[sub.channel]
-            self._write_locked("UNSUBSCRIBE", [s.channel for s in idle])
+            self._write_locked(self._unsubscribe, [s.channel for s in idle])
 
     def _start_locked(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"{self._name}-pubsub", daemon=True)
@@ -219,6 +227,22 @@ class PubSubRegistry:
                     sub.policy(sub, reply[2])
         elif kind in (b"subscribe", b"ssubscribe"):
             self._on_confirm(reply[1].decode())
+        elif kind == b"sunsubscribe":
+            self._on_shard_moved(reply[1].decode())
+
+    def _on_shard_moved(self, channel: str) -> None:
+        """A SUNSUBSCRIBE we did not ask for: the channel's slot left this node.
+
+        The entry is dropped (new waits subscribe on the slot's new node) and its waiters are
+        woken to re-check; they wait out their current wait without messages, bounded as
+        always by the TTL and the re-check interval.
+        """
+        with self._mutex:
+            sub = self._entries.get(channel)
+            if sub is None or channel in self._pending:
+                return
+            del self._entries[channel]
+        sub.wake_all()
 
     def _connect(self) -> Any:
         conn = self._spec.make()
@@ -231,7 +255,7 @@ class PubSubRegistry:
             self._pending.clear()
             channels = list(self._entries)
             if channels:
-                self._write_locked("SUBSCRIBE", channels)
+                self._write_locked(self._subscribe, channels)
         return conn
 
     def _run(self) -> None:
@@ -253,6 +277,11 @@ class PubSubRegistry:
             except Exception as error:
                 if self._stopping():
                     return
+                with self._mutex:
+                    if not self._entries:  # nobody needs this node now: stop; restart on use
+                        self._thread = None
+                        self._conn = None
+                        return
                 # Once per outage at WARNING; the retries that follow at DEBUG.
                 log.log(
                     logging.WARNING if delay == 0.05 else logging.DEBUG,
@@ -324,3 +353,62 @@ class PubSubRegistry:
                 log.debug("pub/sub: disconnect at close failed: %r", exc)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        self._spec.close()
+
+
+class ClusterPubSub:
+    """Pub/sub for a cluster: one registry per node and mode, each channel on its node.
+
+    A channel whose slot is its object's key slot uses sharded pub/sub (Redis 7+:
+    SSUBSCRIBE on the node that owns the slot; the scripts SPUBLISH there). A channel in
+    another slot (Redisson's latch channel of a tagged name) uses classic pub/sub, which the
+    cluster broadcasts to every node.
+    """
+
+    def __init__(
+        self,
+        node_of: Callable[[str], tuple[str, int]],
+        sharded: Callable[[str, str], bool],
+        spec_for: Callable[[str, int], ConnectionSpec],
+        *,
+        timeout: float,
+        name: str,
+    ) -> None:
+        self._node_of = node_of
+        self._sharded = sharded
+        self._spec_for = spec_for
+        self._timeout = timeout
+        self._name = name
+        self._mutex = threading.Lock()
+        self._registries: dict[tuple[tuple[str, int], bool], PubSubRegistry] = {}
+        self._closed = False
+
+    def acquire(self, channel: str, policy: WakePolicy, route: str | None = None) -> Subscription:
+        """Take a reference on ``channel`` (``route``: the key of the object it belongs to)."""
+        key = route if route is not None else channel
+        sharded = self._sharded(channel, key)
+        node = self._node_of(channel if sharded else key)
+        with self._mutex:
+            if self._closed:
+                raise ClientClosedError("the client is shut down")
+            registry = self._registries.get((node, sharded))
+            if registry is None:
+                registry = self._registries[(node, sharded)] = PubSubRegistry(
+                    self._spec_for(*node),
+                    timeout=self._timeout,
+                    name=f"{self._name}-{node[1]}",
+                    sharded=sharded,
+                )
+        return registry.acquire(channel, policy)
+
+    def release(self, sub: Subscription) -> None:
+        """Drop a reference taken by :meth:`acquire`."""
+        sub.registry.release(sub)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every registry."""
+        with self._mutex:
+            self._closed = True
+            registries = list(self._registries.values())
+        for registry in registries:
+            registry.close(timeout)

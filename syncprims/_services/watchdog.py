@@ -103,8 +103,10 @@ class Watchdog:
         lease: float,
         batch_size: int,
         retry_delay: float,
+        slot_of: Callable[[str], int] | None = None,
     ) -> None:
         self._services = services
+        self._slot_of = slot_of or (lambda key: 0)
         self._runner = runner
         self._lease = lease
         self._period = lease / 3
@@ -202,14 +204,16 @@ class Watchdog:
             self._wheel.add(renewal, renewal.registered + self._period)
         due = self._wheel.advance(now)
         if due:
-            by_kind: dict[str, list[_Renewal]] = {}
+            # One script call per kind and slot (a cluster script touches one slot only).
+            by_kind: dict[tuple[str, int], list[_Renewal]] = {}
             with self._mutex:
                 for renewal in due:
                     if self._active(renewal):
-                        by_kind.setdefault(renewal.kind.name, []).append(renewal)
-            for group in by_kind.values():
-                for start in range(0, len(group), self._batch_size):
-                    self._services.spawn(self._renew(group[start : start + self._batch_size]))
+                        key = (renewal.kind.name, self._slot_of(renewal.name))
+                        by_kind.setdefault(key, []).append(renewal)
+            for batch in by_kind.values():
+                for start in range(0, len(batch), self._batch_size):
+                    self._services.spawn(self._renew(batch[start : start + self._batch_size]))
         self._schedule()
 
     async def _renew(self, batch: list[_Renewal]) -> None:

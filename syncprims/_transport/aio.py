@@ -145,8 +145,11 @@ class AsyncConnections:
         *,
         context: str,
         on_orphan: Orphan | None = None,
+        asking: bool = False,
     ) -> Any:
         """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
+
+        ``asking`` sends ``ASKING`` first (a cluster ASK redirection).
 
         Raises:
             RedisConnectionError, RedisTimeoutError: with ``maybe_executed`` set when the
@@ -154,12 +157,17 @@ class AsyncConnections:
             ServerReplyError: Redis answered with an error.
         """
         return await self._call(
-            ("EVALSHA", script.sha, len(keys), *keys, *args), context, on_orphan, script
+            ("EVALSHA", script.sha, len(keys), *keys, *args), context, on_orphan, script, asking
         )
 
-    async def command(self, *args: str | int, context: str) -> Any:
-        """Run one plain command once. Raises as :meth:`eval`."""
-        return await self._call(args, context, None, None)
+    async def command(
+        self, *args: str | int, context: str, route: str | None = None, asking: bool = False
+    ) -> Any:
+        """Run one plain command once (``route``: its key, for a cluster).
+
+        Raises as :meth:`eval`.
+        """
+        return await self._call(args, context, None, None, asking)
 
     async def _call(
         self,
@@ -167,6 +175,7 @@ class AsyncConnections:
         context: str,
         on_orphan: Orphan | None,
         script: Script | None,
+        asking: bool = False,
     ) -> Any:
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
@@ -185,9 +194,16 @@ class AsyncConnections:
         assert deadlines is not None
         key = deadlines.start()
         try:
+            prefix = pack(conn, ("ASKING",)) if asking else []
             try:
-                await conn.send_packed_command(pack(conn, command), check_health=False)
+                if not conn.is_connected:
+                    # Through connect(): a sentinel-managed connection finds the master
+                    # there (send_packed_command would use its default address instead).
+                    await conn.connect()
+                await conn.send_packed_command(prefix + pack(conn, command), check_health=False)
                 sent = True
+                if asking:
+                    await conn.read_response(timeout=math.inf, disconnect_on_error=False)
                 try:
                     return await conn.read_response(timeout=math.inf, disconnect_on_error=False)
                 except redis.exceptions.NoScriptError:
@@ -195,6 +211,9 @@ class AsyncConnections:
                     sent = False  # NOSCRIPT: it did not run
                     await conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
                     await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                    if asking:
+                        await conn.send_command("ASKING", check_health=False)
+                        await conn.read_response(timeout=math.inf, disconnect_on_error=False)
                     await conn.send_packed_command(pack(conn, command), check_health=False)
                     sent = True
                     return await conn.read_response(timeout=math.inf, disconnect_on_error=False)
@@ -274,6 +293,7 @@ class AsyncConnections:
             free, self._free = self._free, deque()
             for conn in free:
                 await _drop(conn)
+            await self._spec.aclose()
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child: never touch the parent's sockets."""

@@ -1,9 +1,11 @@
 """The two command executors: one per client, each with the client's services.
 
 :class:`SyncExecutor` (blocking, for the sync face) and :class:`AsyncExecutor` (for the
-asyncio face) implement :class:`syncprims._core.executor.Executor` over their own transport,
-and share the same services (pub/sub registry, watchdog, janitor) on the client's services
-thread, which talk to Redis with their own asyncio connections.
+asyncio face) implement :class:`syncprims._core.executor.Executor` over their own transport:
+one server (or a sentinel-managed master), or a cluster through a
+:class:`~syncprims._transport.cluster.ClusterRouter`. Both share the same services: the
+pub/sub registry (per node in a cluster), the watchdog and the janitor, which run on the
+client's services thread with their own asyncio connections.
 
 Fork safety: after ``os.fork()`` every live executor in the child gets a new client id, and
 forgets the parent's connections, subscriptions and renewals (``os.register_at_fork``); the
@@ -25,12 +27,19 @@ from syncprims._protocol.ids import new_client_id
 from syncprims._protocol.scripts import Script
 from syncprims._services.janitor import Janitor
 from syncprims._services.loop import ServiceLoop
-from syncprims._services.pubsub import PubSubRegistry, Subscription, WakePolicy
+from syncprims._services.pubsub import ClusterPubSub, PubSubRegistry, Subscription, WakePolicy
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import AsyncConnections, Orphan
-from syncprims._transport.connections import async_spec, sync_spec
+from syncprims._transport.cluster import ClusterRouter
+from syncprims._transport.connections import (
+    ClusterRedirectError,
+    async_spec,
+    key_slot,
+    node_spec,
+    sync_spec,
+)
 from syncprims._transport.sync import SyncConnections, fan_out
-from syncprims.config import Config
+from syncprims.config import ClusterServers, Config
 from syncprims.errors import SyncPrimsError
 
 __all__ = ["AsyncExecutor", "ExecutorBase", "SyncExecutor"]
@@ -39,44 +48,95 @@ log = logging.getLogger("syncprims")
 
 _live: weakref.WeakSet[ExecutorBase] = weakref.WeakSet()
 
+AsyncTransport = AsyncConnections | ClusterRouter[AsyncConnections]
+SyncTransport = SyncConnections | ClusterRouter[SyncConnections]
+
+
+def _async_transport(
+    config: Config, *, orphan_timeout: float | None, limit: bool
+) -> AsyncTransport:
+    max_connections = config.max_connections if limit else None
+    if isinstance(config.server, ClusterServers):
+        return ClusterRouter(
+            config.server.nodes,
+            lambda host, port: AsyncConnections(
+                node_spec(config, host, port, asyncio=True),
+                timeout=config.timeout,
+                max_connections=max_connections,
+                orphan_timeout=orphan_timeout,
+            ),
+            asyncio.sleep,
+        )
+    return AsyncConnections(
+        async_spec(config),
+        timeout=config.timeout,
+        max_connections=max_connections,
+        orphan_timeout=orphan_timeout,
+    )
+
+
+def _pools(transport: SyncTransport | AsyncTransport) -> list[Any]:
+    return transport.pools() if isinstance(transport, ClusterRouter) else [transport]
+
 
 class ExecutorBase:
     """Configuration, identity and services common to both executors."""
 
-    publish_command = "PUBLISH"
+    connections: SyncTransport | AsyncTransport
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.client_id = new_client_id()
+        self.cluster = isinstance(config.server, ClusterServers)
         self.loop = ServiceLoop(f"syncprims-{self.client_id[:8]}")
         # Commands of the services (renewals, latch deletion), on the services loop.
-        self.service_connections = AsyncConnections(
-            async_spec(config), timeout=config.timeout, max_connections=None
-        )
-        self.pubsub = self._new_pubsub()
+        self.service_connections = _async_transport(config, orphan_timeout=None, limit=False)
+        self.pubsub: PubSubRegistry | ClusterPubSub = self._new_pubsub()
         self.watchdog = Watchdog(
             self.loop,
             self.service_connections,
             lease=config.lock_watchdog_timeout,
             batch_size=config.watchdog_batch_size,
             retry_delay=config.retry_delay[1],
+            slot_of=self.slot_of,
         )
-        self.janitor = Janitor(self.loop, self.service_connections)
+        self.janitor = Janitor(self.loop, self.service_connections, slot_of=self.slot_of)
         self.closed = False
         _live.add(self)
 
-    def _new_pubsub(self) -> PubSubRegistry:
-        return PubSubRegistry(
-            sync_spec(self.config),
+    def _router(self) -> ClusterRouter[Any]:
+        assert isinstance(self.connections, ClusterRouter)
+        return self.connections
+
+    def _new_pubsub(self) -> PubSubRegistry | ClusterPubSub:
+        name = f"syncprims-{self.client_id[:8]}"
+        if not self.cluster:
+            return PubSubRegistry(sync_spec(self.config), timeout=self.config.timeout, name=name)
+        return ClusterPubSub(
+            lambda key: self._router().node_of(key),
+            self._sharded,
+            lambda host, port: node_spec(self.config, host, port, asyncio=False),
             timeout=self.config.timeout,
-            name=f"syncprims-{self.client_id[:8]}",
+            name=name,
         )
 
-    def subscribe(self, channel: str, policy: WakePolicy) -> Subscription:
-        return self.pubsub.acquire(channel, policy)
+    def _sharded(self, channel: str, key: str) -> bool:
+        return bool(self._router().sharded) and key_slot(channel) == key_slot(key)
+
+    def slot_of(self, key: str) -> int:
+        """The cluster slot of ``key`` (0 outside a cluster)."""
+        return key_slot(key) if self.cluster else 0
+
+    def publish_command_for(self, channel: str, key: str) -> str:
+        if self.cluster and self._sharded(channel, key):
+            return "SPUBLISH"
+        return "PUBLISH"
+
+    def subscribe(self, channel: str, policy: WakePolicy, route: str | None = None) -> Subscription:
+        return self.pubsub.acquire(channel, policy, route)
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self.pubsub.release(sub)
+        sub.registry.release(sub)
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -87,7 +147,10 @@ class ExecutorBase:
     def _after_fork(self) -> None:
         self.client_id = new_client_id()
         self.loop.forget()
-        self.service_connections.forget()
+        for pool in _pools(self.service_connections):
+            pool.forget()
+        for pool in _pools(self.connections):
+            pool.forget()
         self.pubsub = self._new_pubsub()
         self.watchdog.forget()
         self.janitor.forget()
@@ -96,12 +159,18 @@ class ExecutorBase:
         """On the services loop: stop renewing, delete pending latch keys."""
         self.watchdog.aclose()
         keys = self.janitor.pending()
-        if keys:
+        by_slot: dict[int, list[str]] = {}
+        for key in keys:
+            by_slot.setdefault(self.slot_of(key), []).append(key)
+        for group in by_slot.values():
             try:
-                await self.service_connections.command("UNLINK", *keys, context="shutting down")
+                await self.service_connections.command(
+                    "UNLINK", *group, context="shutting down", route=group[0]
+                )
             except Exception as error:  # they expire by their TTL
                 log.debug("shutdown: UNLINK failed: %s", error)
-        await self.service_connections.aclose()
+        for pool in _pools(self.service_connections):
+            await pool.aclose()
 
     def _close_services_blocking(self) -> None:
         self.pubsub.close()
@@ -116,11 +185,24 @@ class ExecutorBase:
 class SyncExecutor(ExecutorBase):
     """Blocking transport; every operation completes on the calling thread."""
 
+    connections: SyncTransport
+
     def __init__(self, config: Config) -> None:
+        if isinstance(config.server, ClusterServers):
+            self.connections = ClusterRouter(
+                config.server.nodes,
+                lambda host, port: SyncConnections(
+                    node_spec(config, host, port, asyncio=False),
+                    timeout=config.timeout,
+                    max_connections=config.max_connections,
+                ),
+                self.sleep,
+            )
+        else:
+            self.connections = SyncConnections(
+                sync_spec(config), timeout=config.timeout, max_connections=config.max_connections
+            )
         super().__init__(config)
-        self.connections = SyncConnections(
-            sync_spec(config), timeout=config.timeout, max_connections=config.max_connections
-        )
 
     async def eval(
         self,
@@ -133,21 +215,36 @@ class SyncExecutor(ExecutorBase):
     ) -> Any:
         return await self.connections.eval(script, keys, args, context=context)
 
-    async def command(self, *args: str | int, context: str) -> Any:
-        return await self.connections.command(*args, context=context)
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> Any:
+        return await self.connections.command(*args, context=context, route=route)
 
     async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
-        pools = []
+        routed = []
         for call in calls:
             if not isinstance(call.executor, SyncExecutor):
                 raise TypeError("a fan-out mixes the sync and the asyncio face")
-            pools.append(call.executor.connections)
-        return fan_out(
-            [
-                (pool, call.script, call.keys, call.args, call.context)
-                for pool, call in zip(pools, calls, strict=True)
-            ]
-        )
+            if isinstance(call.executor.connections, ClusterRouter):
+                await call.executor.connections._ready()
+            routed.append(
+                (
+                    call.executor.connections.route(call.keys),
+                    call.script,
+                    call.keys,
+                    call.args,
+                    call.context,
+                )
+            )
+        replies = fan_out(routed)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, ClusterRedirectError):  # it did not run: follow it alone
+                call = calls[i]
+                try:
+                    replies[i] = await call.executor.eval(
+                        call.script, call.keys, call.args, context=call.context
+                    )
+                except SyncPrimsError as error:
+                    replies[i] = error
+        return replies
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
         return sub.ready.wait_sync(timeout)
@@ -164,25 +261,21 @@ class SyncExecutor(ExecutorBase):
             return
         self.closed = True
         self._close_services_blocking()
-        self.connections.close()
-
-    def _after_fork(self) -> None:
-        super()._after_fork()
-        self.connections.forget()
+        for pool in _pools(self.connections):
+            pool.close()
 
 
 class AsyncExecutor(ExecutorBase):
     """``redis.asyncio`` transport on the caller's event loop."""
 
+    connections: AsyncTransport
+
     def __init__(self, config: Config) -> None:
-        super().__init__(config)
-        self.connections = AsyncConnections(
-            async_spec(config),
-            timeout=config.timeout,
-            max_connections=config.max_connections,
-            orphan_timeout=config.lock_watchdog_timeout,
+        self.connections = _async_transport(
+            config, orphan_timeout=config.lock_watchdog_timeout, limit=True
         )
         self._undoing: set[asyncio.Task[None]] = set()
+        super().__init__(config)
 
     async def eval(
         self,
@@ -195,8 +288,8 @@ class AsyncExecutor(ExecutorBase):
     ) -> Any:
         return await self.connections.eval(script, keys, args, context=context, on_orphan=on_orphan)
 
-    async def command(self, *args: str | int, context: str) -> Any:
-        return await self.connections.command(*args, context=context)
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> Any:
+        return await self.connections.command(*args, context=context, route=route)
 
     async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
         for call in calls:
@@ -255,7 +348,8 @@ class AsyncExecutor(ExecutorBase):
         if self.closed:
             return
         self.closed = True
-        await self.connections.drain(self.config.timeout)
+        for pool in _pools(self.connections):
+            await pool.drain(self.config.timeout)
         await asyncio.get_running_loop().run_in_executor(None, self.pubsub.close)
         if self.loop.started:
             future = asyncio.run_coroutine_threadsafe(self._close_services(), self.loop.loop())
@@ -264,11 +358,8 @@ class AsyncExecutor(ExecutorBase):
             except Exception as error:
                 log.warning("shutdown of the services did not finish cleanly: %r", error)
         self.loop.close(timeout=0)
-        await self.connections.aclose()
-
-    def _after_fork(self) -> None:
-        super()._after_fork()
-        self.connections.forget()
+        for pool in _pools(self.connections):
+            await pool.aclose()
 
 
 def _after_fork_in_child() -> None:

@@ -98,10 +98,12 @@ class SyncConnections:
         *,
         context: str,
         on_orphan: Orphan | None = None,
+        asking: bool = False,
     ) -> Any:
         """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
 
-        ``on_orphan`` is accepted for symmetry with the asyncio transport and ignored: a
+        ``asking`` sends ``ASKING`` first (a cluster ASK redirection). ``on_orphan`` is
+        accepted for symmetry with the asyncio transport and ignored: a
         blocking call is not cancelled while a reply is in flight (an interrupt, e.g.
         ``KeyboardInterrupt``, drops the connection; the lease bounds what it leaves).
 
@@ -110,23 +112,42 @@ class SyncConnections:
                 script may have run.
             ServerReplyError: Redis answered with an error.
         """
-        return self._call(("EVALSHA", script.sha, len(keys), *keys, *args), context, script)
+        return self._call(("EVALSHA", script.sha, len(keys), *keys, *args), context, script, asking)
 
-    async def command(self, *args: str | int, context: str) -> Any:
-        """Run one plain command once. Raises as :meth:`eval`."""
-        return self._call(args, context, None)
+    async def command(
+        self, *args: str | int, context: str, route: str | None = None, asking: bool = False
+    ) -> Any:
+        """Run one plain command once (``route``: its key, for a cluster).
 
-    def _call(self, command: tuple[Any, ...], context: str, script: Script | None) -> Any:
+        Raises as :meth:`eval`.
+        """
+        return self._call(args, context, None, asking)
+
+    def route(self, keys: Sequence[str]) -> SyncConnections:
+        """The pool for ``keys``: this one (a cluster router picks the node's)."""
+        return self
+
+    def _call(
+        self, command: tuple[Any, ...], context: str, script: Script | None, asking: bool = False
+    ) -> Any:
         conn = self._get(context)
         try:
+            if asking:
+                self._send(conn, ("ASKING",), context)
             self._send(conn, command, context)
-            return self._receive(conn, command, context, script)
+            if asking:
+                self._receive(conn, ("ASKING",), context, None)
+            return self._receive(conn, command, context, script, asking)
         finally:
             self._put(conn)
 
     def _send(self, conn: Any, command: tuple[Any, ...], context: str) -> None:
         """Write a command; a failure here means it did not run."""
         try:
+            if not conn.is_connected:
+                # Through connect(): a sentinel-managed connection finds the master there
+                # (send_packed_command would connect to its default address instead).
+                conn.connect()
             conn.send_packed_command(pack(conn, command), check_health=False)
         except (redis.exceptions.RedisError, OSError) as error:
             conn.disconnect()
@@ -136,7 +157,12 @@ class SyncConnections:
             raise
 
     def _receive(
-        self, conn: Any, command: tuple[Any, ...], context: str, script: Script | None
+        self,
+        conn: Any,
+        command: tuple[Any, ...],
+        context: str,
+        script: Script | None,
+        asking: bool = False,
     ) -> Any:
         """Read the reply of a command sent by :meth:`_send` (SCRIPT LOAD and again on NOSCRIPT)."""
         sent = True
@@ -149,6 +175,9 @@ class SyncConnections:
                 sent = False  # NOSCRIPT: it did not run
                 conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
                 conn.read_response()
+                if asking:
+                    conn.send_command("ASKING", check_health=False)
+                    conn.read_response()
                 conn.send_packed_command(pack(conn, command), check_health=False)
                 sent = True
                 return conn.read_response()
@@ -172,6 +201,7 @@ class SyncConnections:
         free, self._free = self._free, deque()
         for conn in free:
             conn.disconnect()
+        self._spec.close()
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child: drop the parent's sockets without closing them."""

@@ -179,12 +179,14 @@ class Client:
 
 
 async def connect(url: str | None = None, **options: Any) -> Client:
-    """Connect to one Redis server.
+    """Connect to Redis: one server, a cluster, or a sentinel-managed master.
 
     Args:
-        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS) or
-            ``unix:///path``; ``None`` uses the ``REDIS_URL`` environment variable, else
-            ``redis://127.0.0.1:6379``.
+        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS),
+            ``unix:///path``, ``redis+cluster://host:port,host:port`` (a cluster, from any of
+            its nodes) or ``redis+sentinel://host:port,host:port/master_name`` (a master
+            found through its sentinels); ``None`` uses the ``REDIS_URL`` environment
+            variable, else ``redis://127.0.0.1:6379``.
         **options: :class:`~syncprims.Config` attributes (``lock_watchdog_timeout=10``,
             ``password=...``, ``tls=TLS(...)``...).
 
@@ -197,7 +199,7 @@ async def connect(url: str | None = None, **options: Any) -> Client:
     """
     if url is None:
         url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-    return await Client.create(Config.single_server(url, **options))
+    return await Client.create(Config.from_url(url, **options))
 
 
 class MasterSet:

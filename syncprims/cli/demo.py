@@ -30,6 +30,8 @@ from typing import Any, TextIO
 
 import attrs
 
+from syncprims._transport.connections import plain_client
+
 __all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
 
 PRIMITIVES = ("lock", "fair", "rw", "redlock", "semaphore")
@@ -203,7 +205,6 @@ class _PermitAsLock:
 
 
 def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> None:
-    import redis
 
     import syncprims
 
@@ -217,7 +218,7 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
     else:
         client = syncprims.connect(job.urls[0])
         close = client.shutdown
-    raw = redis.Redis.from_url(job.urls[0])
+    raw = plain_client(job.urls[0])
     holds: list[Hold] = []
     errors: list[str] = []
     lost = [0]  # redlock: unlocks that found less than a quorum (masters were killed)
@@ -327,7 +328,6 @@ def run_demo(
         raise ValueError("read_ratio must be between 0 and 1")
     if permits < 1:
         raise ValueError("permits must be at least 1")
-    import redis
 
     urls = [url] if isinstance(url, str) else list(url)
     if not urls:
@@ -404,7 +404,7 @@ def run_demo(
         raise RuntimeError("worker failures: " + "; ".join(errors[:5]))
     holds = [Hold(*h) for records, _, _ in collected for h in records]
     quorum_lost = sum(n for _, _, n in collected)
-    raw = redis.Redis.from_url(urls[0])
+    raw = plain_client(urls[0])
     counter = int(raw.get(counter_key) or 0)
     raw.delete(counter_key)
     raw.close()

@@ -19,7 +19,7 @@ def test_defaults_follow_redisson() -> None:
     assert config.subscription_timeout == 7.5
     assert config.fair_lock_wait_timeout == 300.0
     assert config.watchdog_batch_size == 100
-    assert config.server.url == "redis://127.0.0.1:6379"
+    assert config.server == SingleServer(url="redis://127.0.0.1:6379")
 
 
 def test_single_server_and_timedelta_durations() -> None:

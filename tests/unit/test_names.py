@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from syncprims._protocol.names import (
+    check_cluster_name,
     check_name,
+    has_hash_tag,
     lock_channel,
     prefix_name,
     suffix_name,
@@ -44,3 +46,25 @@ def test_check_name_rejects(bad: object, error: type[Exception]) -> None:
 
 def test_check_name_accepts_any_non_empty_str() -> None:
     assert check_name("a b:{c}") == "a b:{c}"
+
+
+@pytest.mark.parametrize(
+    ("name", "tagged"),
+    [
+        ("plain", False),
+        ("{t}x", True),
+        ("a{b}c", True),
+        ("{}x", False),
+        ("a{b", False),
+        ("}{x}", True),
+    ],
+)
+def test_hash_tags_follow_redis_cluster(name: str, tagged: bool) -> None:
+    assert has_hash_tag(name) is tagged
+
+
+def test_cluster_names() -> None:
+    assert check_cluster_name("{t}:x") == "{t}:x"
+    assert check_cluster_name("plain") == "plain"
+    with pytest.raises(ValueError, match="hash tag"):
+        check_cluster_name("{}x")
