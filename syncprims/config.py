@@ -328,14 +328,26 @@ class Config:
         return self.lock_watchdog_timeout / 3
 
     @property
+    def operation_timeout(self) -> float:
+        """The longest one operation can take, seconds, retries included.
+
+        Each attempt waits at most ``connect_timeout + timeout``, and at most
+        ``retry_delay[1]`` separates two attempts: ``(connect_timeout + timeout +
+        retry_delay[1]) * (retry_attempts + 1)``. No retry starts that could end later. (A
+        wait, as in ``lock()`` or ``try_lock(wait_time=...)``, is bounded by its wait time,
+        each Redis call within it by this.)
+        """
+        per_attempt = self.connect_timeout + self.timeout + self.retry_delay[1]
+        return per_attempt * (self.retry_attempts + 1)
+
+    @property
     def unlock_latch_ttl_ms(self) -> int:
         """How long an unlock's idempotency key lives, milliseconds.
 
-        Longer than every retry of one unlock call can take (Redisson:
-        ``(timeout + retryDelay) * retryAttempts``).
+        Longer than every retry of one unlock call can take (:attr:`operation_timeout`;
+        Redisson: ``(timeout + retryDelay) * retryAttempts``).
         """
-        attempts = self.retry_attempts + 1
-        return max(1, math.ceil((self.timeout + self.retry_delay[1]) * attempts * 1000))
+        return max(1, math.ceil(self.operation_timeout * 1000))
 
     @classmethod
     def cluster(

@@ -88,11 +88,11 @@ def face(request: pytest.FixtureRequest) -> Face:
     return Face(request.param)
 
 
-LOCK_KINDS = {
-    "rlock": lambda client, name: client.get_lock(name),
-    "fair": lambda client, name: client.get_fair_lock(name),
-    "write": lambda client, name: client.get_read_write_lock(name).write_lock(),
-    "fenced": lambda client, name: client.get_fenced_lock(name),
+LOCK_KINDS: dict[str, MakeLock] = {
+    "rlock": lambda client, name, **kw: client.get_lock(name, **kw),
+    "fair": lambda client, name, **kw: client.get_fair_lock(name, **kw),
+    "write": lambda client, name, **kw: client.get_read_write_lock(name, **kw).write_lock(),
+    "fenced": lambda client, name, **kw: client.get_fenced_lock(name, **kw),
 }
 
 

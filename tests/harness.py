@@ -24,8 +24,8 @@ from syncprims._transport.connections import plain_client
 
 __all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "raw_redis", "within"]
 
-MakeLock = Callable[[Any, str], Any]
-"""Makes a lock of the kind under test: ``make_lock(client, name)``."""
+MakeLock = Callable[..., Any]
+"""Makes a lock of the kind under test: ``make_lock(client, name, **getter_options)``."""
 
 
 def raw_redis(url: str) -> Any:

@@ -37,7 +37,7 @@ from syncprims._protocol.names import lock_channel, unlock_latch_key
 from syncprims._protocol.timing import lease_ms, to_seconds, wait_seconds
 from syncprims._services.pubsub import lock_policy
 from syncprims._services.watchdog import LOCK_RENEWAL, RenewalKind
-from syncprims.errors import LockNotHeldError, ReplicaSyncError
+from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
 
 __all__ = ["LockCore"]
 
@@ -75,6 +75,11 @@ class LockCore(ExpirableCore):
         self.channel = lock_channel(self.name)
         # owner field -> lease (ms) of that owner's last acquire, re-armed by a partial unlock
         self._leases: dict[str, int] = {}
+        # Lock-loss notification (see the module docstring).
+        self.on_lost: Callable[[str, str], None] | None = None
+        self._lost: dict[str, str] = {}  # owner field -> why its hold was lost
+        self._expires: dict[str, float] = {}  # owner field -> when its explicit lease ends
+        self._listeners: dict[str, list[Callable[[str], None]]] = {}
 
     def field(self, owner: int) -> str:
         """The hash field that names ``owner`` of this client."""
@@ -180,8 +185,75 @@ class LockCore(ExpirableCore):
     def acquired(self, field: str, lease: int, watchdog: bool, reply: Any = None) -> None:
         """Book-keeping after a successful acquire: lease memory and watchdog registration."""
         self._leases[field] = lease
+        self._lost.pop(field, None)
         if watchdog:
-            self._ex.watchdog.register(self.name, field, kind=self.renewal)
+            self._expires.pop(field, None)
+            self._ex.watchdog.register(self.name, field, self._watchdog_lost, kind=self.renewal)
+        else:
+            self._expires[field] = self._ex.monotonic() + lease / 1000
+
+    # -- lock-loss notification ---------------------------------------------------------------
+
+    def _watchdog_lost(self, name: str, field: str, reason: str) -> None:
+        """Called by the watchdog (services thread) when ``field``'s hold is gone."""
+        self._lost[field] = reason
+        for listener in list(self._listeners.get(field, ())):
+            listener(reason)
+        if self.on_lost is not None:
+            self.on_lost(name, reason)
+
+    def add_loss_listener(self, owner: int, listener: Callable[[str], None]) -> None:
+        """Call ``listener(reason)`` (on the services thread) if ``owner``'s hold is lost."""
+        self._listeners.setdefault(self.field(owner), []).append(listener)
+
+    def remove_loss_listener(self, owner: int, listener: Callable[[str], None]) -> None:
+        """Undo :meth:`add_loss_listener`."""
+        listeners = self._listeners.get(self.field(owner), [])
+        if listener in listeners:
+            listeners.remove(listener)
+        if not listeners:
+            self._listeners.pop(self.field(owner), None)
+
+    def lease_end(self, owner: int) -> float | None:
+        """When ``owner``'s explicit lease ends (monotonic seconds); ``None`` for the watchdog."""
+        return self._expires.get(self.field(owner))
+
+    def lost_reason(self, owner: int) -> str | None:
+        """Why ``owner``'s hold is known to be lost, or ``None`` (no Redis call is made)."""
+        field = self.field(owner)
+        reason = self._lost.get(field)
+        if reason is not None:
+            return reason
+        end = self._expires.get(field)
+        if end is not None and self._ex.monotonic() >= end:
+            return "its lease ran out"
+        return None
+
+    async def ensure_held(self, owner: int) -> None:
+        """Check, in Redis, that ``owner`` still holds the lock.
+
+        Raises:
+            LockLostError: the hold was lost (the watchdog saw it go, its lease ran out, or
+                Redis no longer has it).
+            LockNotHeldError: ``owner`` never acquired it (or released it).
+        """
+        field = self.field(owner)
+        reason = self.lost_reason(owner)
+        if reason is None and await self.is_held_by(owner):
+            return
+        if field in self._leases or reason is not None:
+            raise LockLostError(
+                f"{self.kind} {self.name!r} held by owner {owner} was lost: "
+                f"{reason or 'Redis no longer has it'}",
+                name=self.name,
+                owner=field,
+            )
+        raise LockNotHeldError(
+            f"{self.kind} {self.name!r} is not held by owner {owner} of client "
+            f"{self._ex.client_id}",
+            name=self.name,
+            owner=field,
+        )
 
     async def try_lock(self, owner: int, wait_time: object, lease_time: object) -> bool:
         """Acquire within ``wait_time`` seconds (``None``/0: one attempt; ``math.inf``: forever).
@@ -275,7 +347,10 @@ class LockCore(ExpirableCore):
         """
         field = self.field(owner)
         self._ex.watchdog.cancel(self.name, field)
+        self._lost.pop(field, None)
         reply = await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))
+        if reply != 0:
+            self._expires.pop(field, None)
         if reply not in (0, 1):
             raise LockNotHeldError(
                 f"{self.kind} {self.name!r} is not held by owner {owner} of client "

@@ -10,7 +10,8 @@ Redisson sends acquire scripts with "no retry" and admin operations with retry
 * anything else that may have run (an acquire) is never re-sent: the error propagates.
 
 At most ``Config.retry_attempts`` retries, with equal-jitter back-off between
-``Config.retry_delay`` bounds.
+``Config.retry_delay`` bounds, and never one that could end after
+``Config.operation_timeout`` from the first attempt: that is the hard bound of a call.
 """
 
 from __future__ import annotations
@@ -33,13 +34,18 @@ async def with_retry(ex: Executor, op: Callable[[], Awaitable[T]], *, idempotent
     Raises:
         TransportError: the last error, once retries are spent or not allowed.
     """
+    config = ex.config
+    deadline = ex.monotonic() + config.operation_timeout
+    per_attempt = config.connect_timeout + config.timeout
     attempt = 0
     while True:
         try:
             return await op()
         except TransportError as error:
-            if attempt >= ex.config.retry_attempts or (error.maybe_executed and not idempotent):
+            if attempt >= config.retry_attempts or (error.maybe_executed and not idempotent):
                 raise
-        base, cap = ex.config.retry_delay
-        await ex.sleep(equal_jitter_delay(attempt, base, cap))
+            delay = equal_jitter_delay(attempt, *config.retry_delay)
+            if ex.monotonic() + delay + per_attempt > deadline:
+                raise
+        await ex.sleep(delay)
         attempt += 1

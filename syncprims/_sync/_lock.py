@@ -139,6 +139,27 @@ class RLock(RExpirable):
         """
         return _run(self._core.get_hold_count(_owner()))
 
+    @property
+    def is_lost(self) -> bool:
+        """Whether the current thread's hold is known to be lost (no Redis call is made).
+
+        True after the watchdog found the lock gone or could not renew it before its lease
+        ran out, or once an explicit ``lease_time`` has passed; False again after the next
+        acquire or unlock. Use :meth:`ensure_held` to check with Redis.
+        """
+        return self._core.lost_reason(_owner()) is not None
+
+    def ensure_held(self) -> None:
+        """Check, with Redis, that the current thread still holds the lock.
+
+        Raises:
+            LockLostError: the hold was lost (the watchdog saw it go, its lease ran out, or
+                Redis no longer has it).
+            LockNotHeldError: the current thread never acquired it, or released it.
+            TransportError: Redis could not be reached (after retries).
+        """
+        _run(self._core.ensure_held(_owner()))
+
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -24,6 +24,17 @@ from syncprims.errors import TransportError
 __all__ = ["Client", "MasterSet", "connect", "connect_many"]
 
 log = logging.getLogger("syncprims")
+
+
+LostCallback = Callable[[str, str], None]
+"""``on_lost(name, reason)``: a lock's hold was lost."""
+
+
+def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
+    if on_lost is not None and not callable(on_lost):
+        raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+    core.on_lost = on_lost
+    return core
 
 
 class Client:
@@ -84,46 +95,67 @@ class Client:
         """The client's configuration."""
         return self._ex.config
 
-    def get_lock(self, name: str) -> RLock:
+    def get_lock(self, name: str, *, on_lost: LostCallback | None = None) -> RLock:
         """The reentrant lock called ``name`` (no Redis call is made).
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
+            on_lost: called as ``on_lost(name, reason)`` when a hold taken without
+                ``lease_time`` is lost (the watchdog found it gone, or could not renew it
+                before its lease ran out). It runs on the client's services thread: keep it
+                short, and thread-safe.
 
         Raises:
-            TypeError, ValueError: a bad name.
+            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
-        return RLock(LockCore(self._ex, name))
+        return RLock(_with_callback(LockCore(self._ex, name), on_lost))
 
-    def get_fair_lock(self, name: str) -> FairLock:
+    def get_fair_lock(self, name: str, *, on_lost: LostCallback | None = None) -> FairLock:
         """The fair (FIFO) lock called ``name`` (no Redis call is made).
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
+            on_lost: called as ``on_lost(name, reason)`` when a hold taken without
+                ``lease_time`` is lost (the watchdog found it gone, or could not renew it
+                before its lease ran out). It runs on the client's services thread: keep it
+                short, and thread-safe.
 
         Raises:
-            TypeError, ValueError: a bad name.
+            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
-        return FairLock(FairLockCore(self._ex, name))
+        return FairLock(_with_callback(FairLockCore(self._ex, name), on_lost))
 
-    def get_read_write_lock(self, name: str) -> ReadWriteLock:
+    def get_read_write_lock(
+        self, name: str, *, on_lost: LostCallback | None = None
+    ) -> ReadWriteLock:
         """The read-write lock called ``name`` (no Redis call is made).
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
+            on_lost: called as ``on_lost(name, reason)`` when a hold taken without
+                ``lease_time`` is lost (the watchdog found it gone, or could not renew it
+                before its lease ran out). It runs on the client's services thread: keep it
+                short, and thread-safe.
 
         Raises:
-            TypeError, ValueError: a bad name.
+            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
-        return ReadWriteLock(ReadWriteLockCore(self._ex, name))
+        core = ReadWriteLockCore(self._ex, name)
+        _with_callback(core.read_side, on_lost)
+        _with_callback(core.write_side, on_lost)
+        return ReadWriteLock(core)
 
-    def get_fenced_lock(self, name: str) -> FencedLock:
+    def get_fenced_lock(self, name: str, *, on_lost: LostCallback | None = None) -> FencedLock:
         """The fenced lock called ``name`` (no Redis call is made).
 
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+            on_lost: as in :meth:`get_lock`.
+
         Raises:
-            TypeError, ValueError: a bad name.
+            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
-        return FencedLock(FencedLockCore(self._ex, name))
+        return FencedLock(_with_callback(FencedLockCore(self._ex, name), on_lost))
 
     def get_semaphore(self, name: str) -> Semaphore:
         """The semaphore called ``name`` (no Redis call is made).

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Self
 
@@ -11,6 +15,7 @@ from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._objects import RExpirable
+from syncprims.errors import LockLostError
 
 __all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
@@ -136,6 +141,100 @@ class RLock(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return await self._core.get_hold_count(_owner())
+
+    @property
+    def is_lost(self) -> bool:
+        """Whether the current task's hold is known to be lost (no Redis call is made).
+
+        True after the watchdog found the lock gone or could not renew it before its lease
+        ran out, or once an explicit ``lease_time`` has passed; False again after the next
+        acquire or unlock. Use :meth:`ensure_held` to check with Redis.
+        """
+        return self._core.lost_reason(_owner()) is not None
+
+    async def ensure_held(self) -> None:
+        """Check, with Redis, that the current task still holds the lock.
+
+        Raises:
+            LockLostError: the hold was lost (the watchdog saw it go, its lease ran out, or
+                Redis no longer has it).
+            LockNotHeldError: the current task never acquired it, or released it.
+            TransportError: Redis could not be reached (after retries).
+        """
+        await self._core.ensure_held(_owner())
+
+    @contextlib.asynccontextmanager
+    async def hold_or_cancel(self, lease_time: Duration | None = None) -> AsyncIterator[Self]:
+        """Hold the lock for a block, and cancel the block if the lock is lost meanwhile.
+
+        Acquires like :meth:`lock`. If the watchdog finds the lock gone, or cannot renew it
+        before its lease runs out, or an explicit ``lease_time`` passes, the task running
+        the block is cancelled and the block ends with ``LockLostError`` (instead of going on
+        unprotected). Otherwise the lock is released when the block ends. Only in the asyncio
+        face: a thread cannot be cancelled from outside.
+
+        Example::
+
+            async with lock.hold_or_cancel():
+                await copy_the_files()    # cancelled if the lock is lost
+
+        Raises:
+            LockLostError: the lock was lost during the block.
+            TypeError, ValueError: a bad ``lease_time``.
+        """
+        owner = _owner()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("hold_or_cancel() must run inside an asyncio task")
+        loop = asyncio.get_running_loop()
+        lost: list[str] = []
+        active = [True]
+
+        def cancel_if_active() -> None:
+            if active[0]:
+                task.cancel()
+
+        def on_loss(reason: str) -> None:  # the services thread, or this loop (lease timer)
+            if not lost:
+                lost.append(reason)
+                loop.call_soon_threadsafe(cancel_if_active)
+
+        await self._core.lock(owner, lease_time)
+        self._core.add_loss_listener(owner, on_loss)
+        end = self._core.lease_end(owner)
+        timer = None
+        if end is not None:
+            timer = loop.call_later(max(0.0, end - time.monotonic()), on_loss, "its lease ran out")
+        try:
+            try:
+                yield self
+            finally:
+                active[0] = False
+                self._core.remove_loss_listener(owner, on_loss)
+                if timer is not None:
+                    timer.cancel()
+        except asyncio.CancelledError:
+            if lost and task.uncancel() == 0:
+                raise self._lost_error(owner, lost[0]) from None
+            if not lost:
+                await self._core.unlock(owner)
+            raise
+        except BaseException:
+            if not lost:
+                await self._core.unlock(owner)
+            raise
+        if lost:
+            if task.cancelling():
+                task.uncancel()
+            raise self._lost_error(owner, lost[0])
+        await self._core.unlock(owner)
+
+    def _lost_error(self, owner: int, reason: str) -> LockLostError:
+        return LockLostError(
+            f"{self._core.kind} {self.name!r} was lost while held: {reason}",
+            name=self.name,
+            owner=self._core.field(owner),
+        )
 
     async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.

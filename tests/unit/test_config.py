@@ -74,9 +74,10 @@ def test_frozen() -> None:
 
 
 def test_unlock_latch_ttl_covers_every_retry() -> None:
-    config = Config(timeout=3, retry_attempts=3, retry_delay=(0.05, 1.0))
-    assert config.unlock_latch_ttl_ms == 16_000
-    assert Config().unlock_latch_ttl_ms == (3 + 2) * 5 * 1000
+    config = Config(timeout=3, connect_timeout=1, retry_attempts=3, retry_delay=(0.05, 1.0))
+    assert config.operation_timeout == (1 + 3 + 1) * 4
+    assert config.unlock_latch_ttl_ms == 20_000
+    assert Config().unlock_latch_ttl_ms == (5 + 3 + 2) * 5 * 1000
 
 
 def test_tls_defaults_verify() -> None:

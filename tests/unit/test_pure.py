@@ -104,6 +104,7 @@ def _public_methods(cls: type) -> dict[str, list[str]]:
                 out.setdefault(name, list(inspect.signature(value).parameters))
     if "__enter__" in out:
         out["__aenter__"] = out.pop("__enter__")
+    out.pop("hold_or_cancel", None)  # asyncio only: a thread cannot be cancelled
     return out
 
 

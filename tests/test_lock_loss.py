@@ -1,0 +1,147 @@
+"""Lock-loss notification: on_lost, is_lost, ensure_held and hold_or_cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+import syncprims
+import syncprims.asyncio
+from syncprims import LockLostError, LockNotHeldError
+from syncprims._embedded import RedisServer
+from tests.harness import Face, MakeLock
+
+
+async def test_a_watchdog_loss_is_reported(
+    face: Face, url: str, name: str, make_lock: MakeLock
+) -> None:
+    reports: list[tuple[str, str]] = []
+    reported = threading.Event()
+
+    def on_lost(lost_name: str, reason: str) -> None:
+        reports.append((lost_name, reason))
+        reported.set()
+
+    client = await face.connect(url, lock_watchdog_timeout=0.6)
+    other = await face.connect(url)
+    mine, theirs = make_lock(client, name, on_lost=on_lost), make_lock(other, name)
+    a, b = face.actor(), face.actor()
+    await a(mine.lock)
+    assert not await a(lambda: mine.is_lost)
+    await a(mine.ensure_held)
+    await b(theirs.force_unlock)  # someone breaks the lock
+    assert await asyncio.get_running_loop().run_in_executor(None, reported.wait, 5)
+    assert reports[0][0] == name
+    assert "no longer holds" in reports[0][1]
+    assert await a(lambda: mine.is_lost)
+    with pytest.raises(LockLostError) as info:
+        await a(mine.ensure_held)
+    assert info.value.name == name
+    with pytest.raises(LockNotHeldError):
+        await a(mine.unlock)
+    await a(mine.lock)  # a new hold is not lost
+    assert not await a(lambda: mine.is_lost)
+    await a(mine.unlock)
+
+
+async def test_an_explicit_lease_is_lost_when_it_runs_out(face: Face, url: str, name: str) -> None:
+    client = await face.connect(url)
+    lock = client.get_lock(name)
+    a = face.actor()
+    with pytest.raises(LockNotHeldError):
+        await a(lock.ensure_held)  # never acquired: not "lost"
+    await a(lock.lock, 0.3)
+    assert not await a(lambda: lock.is_lost)
+    await asyncio.sleep(0.45)
+    assert await a(lambda: lock.is_lost)
+    with pytest.raises(LockLostError, match="lease ran out"):
+        await a(lock.ensure_held)
+
+
+def test_renewals_failing_past_the_lease_are_reported() -> None:
+    reports: list[str] = []
+    with (
+        RedisServer() as server,
+        syncprims.connect(server.url, lock_watchdog_timeout=1, timeout=0.2) as client,
+    ):
+        lock = client.get_lock("frozen", on_lost=lambda _name, reason: reports.append(reason))
+        lock.lock()
+        server.pause()  # Redis answers nothing: every renewal fails
+        try:
+            deadline = time.monotonic() + 5
+            while not reports and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            server.resume()
+        assert reports, "the loss was not reported"
+        assert "could not be renewed" in reports[0]
+        assert lock.is_lost
+
+
+def test_on_lost_must_be_callable(real_url: str) -> None:
+    with syncprims.connect(real_url) as client, pytest.raises(TypeError, match="callable"):
+        client.get_lock("x", on_lost="not callable")  # type: ignore[arg-type]
+
+
+def test_hold_or_cancel_cancels_the_block_when_the_lock_is_lost(real_url: str) -> None:
+    async def main() -> None:
+        client = await syncprims.asyncio.connect(real_url, lock_watchdog_timeout=0.6)
+        other = await syncprims.asyncio.connect(real_url)
+        name = f"hold:{uuid.uuid4().hex}"
+        lock = client.get_lock(name)
+        reached: list[str] = []
+
+        async def body() -> None:
+            async with lock.hold_or_cancel():
+                reached.append("inside")
+                await other.get_lock(name).force_unlock()  # someone breaks it
+                await asyncio.sleep(10)  # the loss must cancel this
+                reached.append("not reached")
+
+        start = time.monotonic()
+        with pytest.raises(LockLostError):
+            await asyncio.wait_for(body(), 8)
+        assert time.monotonic() - start < 3
+        assert reached == ["inside"]
+        await client.shutdown()
+        await other.shutdown()
+
+    asyncio.run(main())
+
+
+def test_hold_or_cancel_with_a_lease_and_normal_exits(real_url: str) -> None:
+    async def main() -> None:
+        client = await syncprims.asyncio.connect(real_url)
+        lock = client.get_lock(f"hold:{uuid.uuid4().hex}")
+        # the block outlives its lease: cancelled when the lease runs out
+        with pytest.raises(LockLostError, match="lease ran out"):
+            async with lock.hold_or_cancel(lease_time=0.3):
+                await asyncio.sleep(5)
+        # a normal block: released at the end
+        async with lock.hold_or_cancel():
+            assert await lock.is_held_by_current_thread()
+        assert not await lock.is_locked()
+        # an error in the block: released, the error propagates
+        with pytest.raises(KeyError):
+            async with lock.hold_or_cancel():
+                raise KeyError("boom")
+        assert not await lock.is_locked()
+
+        # cancelled from outside: released, the cancellation propagates
+        async def held_forever() -> None:
+            async with lock.hold_or_cancel():
+                await asyncio.sleep(10)
+
+        task = asyncio.ensure_future(held_forever())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not await lock.is_locked()
+        await client.shutdown()
+
+    asyncio.run(main())
