@@ -1,0 +1,111 @@
+"""A small TCP proxy that injects network faults between a client and Redis.
+
+It runs an asyncio loop in a thread and forwards ``127.0.0.1:<port>`` to the target. Modes,
+switchable at any time: added latency (each chunk is delayed), a reply blackhole (bytes from
+Redis are dropped: the command runs, its reply never arrives), and reset (every connection
+is closed at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from syncprims._embedded import free_port
+
+__all__ = ["FaultProxy"]
+
+
+class FaultProxy:
+    """``127.0.0.1:<port>`` forwarding to ``target_port``, with switchable faults."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self.latency = 0.0
+        self.blackhole = False
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="fault-proxy")
+        self._thread.start()
+        self._ready.wait(5)
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>``."""
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        )
+        self._ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            server.close()
+            self._loop.run_until_complete(server.wait_closed())
+            for writer in list(self._writers):
+                writer.close()
+            self._loop.run_until_complete(asyncio.sleep(0))
+            self._loop.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self._writers |= {writer, up_writer}
+        await asyncio.gather(
+            self._pipe(reader, up_writer, replies=False),
+            self._pipe(up_reader, writer, replies=True),
+            return_exceptions=True,
+        )
+        for w in (writer, up_writer):
+            self._writers.discard(w)
+            w.close()
+
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, replies: bool
+    ) -> None:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                writer.close()
+                return
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            if replies and self.blackhole:
+                continue  # the command ran; its reply is lost
+            writer.write(data)
+            await writer.drain()
+
+    def _call(self, fn: Any) -> None:
+        done = threading.Event()
+
+        def run() -> None:
+            fn()
+            done.set()
+
+        self._loop.call_soon_threadsafe(run)
+        done.wait(5)
+
+    def reset(self) -> None:
+        """Close every proxied connection at once (both sides see a reset/EOF)."""
+
+        def close_all() -> None:
+            for writer in list(self._writers):
+                transport: Any = writer.transport
+                transport.abort()
+            self._writers.clear()
+
+        self._call(close_all)
+
+    def close(self) -> None:
+        """Stop the proxy."""
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

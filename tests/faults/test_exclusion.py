@@ -1,0 +1,42 @@
+"""Mutual exclusion of every lock kind under load, and the checker's self-test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from syncprims._embedded import RedisServer
+from tests.faults.checker import KINDS, Plan, check
+
+pytestmark = [pytest.mark.real, pytest.mark.faults]
+
+
+@pytest.fixture(scope="module")
+def masters() -> Iterator[list[RedisServer]]:
+    servers = [RedisServer() for _ in range(5)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_overlap_and_an_exact_counter(kind: str, masters: list[RedisServer]) -> None:
+    urls = tuple(s.url for s in masters) if kind == "redlock" else (masters[0].url,)
+    report = check(Plan(urls=urls, kind=kind))
+    assert report.sections > 20
+    assert report.overlaps == 0
+    assert report.counter == report.sections
+    assert report.token_regressions == 0
+    assert report.correct
+
+
+def test_the_checker_catches_a_broken_lock(masters: list[RedisServer]) -> None:
+    # A lease (50 ms) shorter than the critical section (150 ms): holders overlap.
+    report = check(
+        Plan(urls=(masters[0].url,), kind="fenced", seconds=2.0, hold=0.15, lease_time=0.05)
+    )
+    assert not report.correct
+    assert report.overlaps > 0
+    assert report.counter < report.sections  # lost updates
+    assert report.unlock_errors > 0  # and the late unlocks say the lease had run out
