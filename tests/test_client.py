@@ -198,6 +198,30 @@ async def test_waiters_survive_a_server_restart(face: Face, name: str) -> None:
         await b(waiter_client.get_lock(name).unlock)
 
 
+async def test_a_wait_rides_out_an_outage_until_its_deadline(face: Face, name: str) -> None:
+    with RedisServer() as server:
+        client = await face.connect(server.url, retry_attempts=1, retry_delay=(0.01, 0.05))
+        lock = client.get_lock(name)
+        a = face.actor()
+        await a(lock.lock, lease_time=5)
+        await a(lock.unlock)
+        server.kill()
+        with pytest.raises(RedisConnectionError):  # no wait: the first error is the answer
+            await a(lock.try_lock)
+        start = time.monotonic()
+        with pytest.raises(RedisConnectionError) as info:  # the wait ends at its deadline
+            await a(lock.try_lock, wait_time=0.6)
+        assert 0.6 <= time.monotonic() - start < 0.6 + 1.0
+        assert not info.value.maybe_executed
+        import asyncio
+
+        waiter = asyncio.ensure_future(face.actor()(lock.try_lock, wait_time=20, lease_time=5))
+        await asyncio.sleep(1.0)
+        assert not waiter.done()
+        server.start()
+        assert await asyncio.wait_for(waiter, 15)
+
+
 def test_a_lost_reply_never_counts_a_hold_twice() -> None:
     # Redis is busy (DEBUG SLEEP) past the client's timeout while the acquire is queued.
     with RedisServer(args=["--enable-debug-command", "yes"]) as server:

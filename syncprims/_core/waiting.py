@@ -15,6 +15,14 @@ the TTL and the re-check interval (degraded to polling while pub/sub is down), s
 subscriber connection neither hangs nor fails ``lock()``. An attempt that answers 0 ("free,
 but another waiter goes first") is retried after a short back-off, 5 ms doubling up to
 100 ms, instead of at once (Redisson spins there: redisson-spec.md 13 item 3).
+
+A Redis outage during a wait (connection refused or reset before the attempt was sent, so the
+attempt certainly did not run) does not end the wait: the attempt is tried again after a
+back-off (``Config.retry_delay``, equal jitter) until the wait's deadline, and the last
+error is raised if the deadline passes while Redis is still unreachable. An attempt that may
+have run (a timeout after sending) is never re-sent: its error propagates at once, so a lost
+reply cannot double-apply an acquire. ``lock()`` (no deadline) therefore rides out a restart
+of any length; ``try_lock(wait_time=w)`` answers within ``w`` plus one call.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from syncprims._core.executor import Executor
+from syncprims._protocol.timing import equal_jitter_delay
 from syncprims._services.pubsub import WakePolicy
+from syncprims.errors import TransportError
 
 __all__ = ["acquire_loop"]
 
@@ -58,10 +68,29 @@ async def acquire_loop(
         ``True`` when acquired, ``False`` when ``wait`` ran out.
     """
     start = ex.monotonic()
-    ttl = await attempt()
+    deadline = start + wait
+    outages = 0
+
+    async def attempt_or_outage() -> int | None:
+        """``attempt()``, with an unsent attempt during an outage read as "wait" (-2)."""
+        nonlocal outages
+        try:
+            ttl = await attempt()
+        except TransportError as error:
+            if error.maybe_executed or ex.monotonic() >= deadline:
+                raise
+            if outages == 0:
+                log.warning(
+                    "Redis unreachable while waiting (%s); retrying until the wait ends", error
+                )
+            outages += 1
+            return OUTAGE
+        outages = 0
+        return ttl
+
+    ttl = await attempt_or_outage()
     if ttl is None:
         return True
-    deadline = start + wait
     if wait <= 0 or ex.monotonic() >= deadline:
         await _give_up(on_give_up)
         return False
@@ -71,14 +100,16 @@ async def acquire_loop(
     try:
         await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
         while True:
-            ttl = await attempt()
+            ttl = await attempt_or_outage()
             if ttl is None:
                 return True
             remaining = deadline - ex.monotonic()
             if remaining <= 0:
                 break
             pause = min(remaining, config.wait_recheck_interval)
-            if ttl > 0:
+            if ttl == OUTAGE:
+                pause = min(remaining, equal_jitter_delay(min(outages, 10), *config.retry_delay))
+            elif ttl > 0:
                 pause = min(pause, ttl / 1000)
                 backoff = MIN_BACKOFF
             elif ttl == 0:  # free, but not ours yet (a fair lock's head waiter is taking it)
@@ -94,6 +125,7 @@ async def acquire_loop(
     return False
 
 
+OUTAGE = -2
 MIN_BACKOFF = 0.005
 MAX_BACKOFF = 0.1
 
