@@ -238,6 +238,8 @@ def test_layout_and_messages_match_redisson(url: str, raw: redis.Redis, name: st
         pubsub = raw_pubsub(raw)
         channel = f"redisson_lock__channel:{{{name}}}:{head}"
         pubsub.subscribe(channel)
+        confirmed = pubsub.get_message(ignore_subscribe_messages=False, timeout=5)
+        assert confirmed is not None and confirmed["type"] in ("subscribe", "ssubscribe")
         lock.unlock()
         waiter.join(10)
         assert waiting == [True]
