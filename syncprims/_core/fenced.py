@@ -47,10 +47,17 @@ class FencedLockCore(LockCore):
         flag, value = reply
         return None if int(flag) == 0 else int(value)
 
-    def acquired(self, field: str, lease: int, watchdog: bool, reply: Any = None) -> None:
+    def acquired(
+        self,
+        field: str,
+        lease: int,
+        watchdog: bool,
+        reply: Any = None,
+        since: float | None = None,
+    ) -> None:
         if reply is not None:
             self._tokens[field] = int(reply[1])
-        super().acquired(field, lease, watchdog, reply)
+        super().acquired(field, lease, watchdog, reply, since)
 
     async def try_lock_and_get_token(
         self, owner: int, wait_time: object, lease_time: object

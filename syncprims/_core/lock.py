@@ -34,7 +34,7 @@ from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.names import lock_channel, unlock_latch_key
-from syncprims._protocol.timing import lease_ms, to_seconds, wait_seconds
+from syncprims._protocol.timing import drift, lease_ms, to_seconds, wait_seconds
 from syncprims._services.pubsub import lock_policy
 from syncprims._services.watchdog import LOCK_RENEWAL, RenewalKind
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
@@ -136,6 +136,7 @@ class LockCore(ExpirableCore):
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms)."""
         ex = self._ex
         script, keys, args = self.acquire_command(field, lease, wait)
+        sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         reply = await with_retry(
             ex,
             lambda: ex.eval(
@@ -151,7 +152,7 @@ class LockCore(ExpirableCore):
         if ttl is None:
             if ex.config.lock_synced_replicas:
                 await self._wait_for_replicas(field, lease)
-            self.acquired(field, lease, watchdog, reply)
+            self.acquired(field, lease, watchdog, reply, since=sent)
         return ttl
 
     async def _wait_for_replicas(self, field: str, lease: int) -> None:
@@ -182,15 +183,29 @@ class LockCore(ExpirableCore):
         """Decode an acquire reply: ``None`` when acquired, else how long to wait (ms)."""
         return None if reply is None else int(reply)
 
-    def acquired(self, field: str, lease: int, watchdog: bool, reply: Any = None) -> None:
-        """Book-keeping after a successful acquire: lease memory and watchdog registration."""
+    def acquired(
+        self,
+        field: str,
+        lease: int,
+        watchdog: bool,
+        reply: Any = None,
+        since: float | None = None,
+    ) -> None:
+        """Book-keeping after a successful acquire: lease memory and watchdog registration.
+
+        ``since`` (monotonic seconds) is when the acquiring call was first sent: Redis set the
+        lease no earlier, so a lease counted from it ends no later here than in Redis.
+        """
+        start = self._ex.monotonic() if since is None else since
         self._leases[field] = lease
         self._lost.pop(field, None)
         if watchdog:
             self._expires.pop(field, None)
-            self._ex.watchdog.register(self.name, field, self._watchdog_lost, kind=self.renewal)
+            self._ex.watchdog.register(
+                self.name, field, self._watchdog_lost, kind=self.renewal, since=start
+            )
         else:
-            self._expires[field] = self._ex.monotonic() + lease / 1000
+            self._expires[field] = start + lease / 1000 - drift(lease / 1000)
 
     # -- lock-loss notification ---------------------------------------------------------------
 
@@ -224,9 +239,13 @@ class LockCore(ExpirableCore):
         reason = self._lost.get(field)
         if reason is not None:
             return reason
+        now = self._ex.monotonic()
         end = self._expires.get(field)
-        if end is not None and self._ex.monotonic() >= end:
+        if end is not None and now >= end:
             return "its lease ran out"
+        renewed_until = self._ex.watchdog.lease_end(self.name, field)
+        if renewed_until is not None and now >= renewed_until:
+            return "it could not be renewed before its lease ran out"
         return None
 
     async def ensure_held(self, owner: int) -> None:

@@ -107,3 +107,10 @@ def equal_jitter_delay(
     e = min(math.ldexp(base, min(attempt, 32)), cap)
     r: float = (rng or random).random()
     return e / 2 + r * e / 2
+
+
+def drift(lease: float) -> float:
+    """Clock drift allowance, seconds, for a lease of ``lease`` seconds (the Redis distlock
+    page: 1% of it plus 2 ms). A client counts a lease as ended this much before its nominal
+    end, so that a server clock running a little fast cannot expire it first."""
+    return lease * 0.01 + 0.002

@@ -14,7 +14,9 @@ delay the others.
 When a renewal finds the owner's field gone (the lock expired, was force-unlocked or
 deleted), the lock is lost: renewal stops, a WARNING is logged, and the next ``unlock()``
 raises ``LockNotHeldError``. A renewal that fails (connection error, timeout) is retried soon;
-if the lease runs out before one succeeds, the lock is reported lost too.
+if the lease runs out before one succeeds, the lock is reported lost too, at the moment the
+lease ends here. Leases are counted from when the acquiring or renewing call was *sent*, so
+the holder is told no later than Redis lets the key expire (a hung call does not delay it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Protocol
 import attrs
 
 from syncprims._protocol import scripts
+from syncprims._protocol.timing import drift
 from syncprims._protocol.wheel import TimingWheel
 from syncprims._services.loop import ServiceLoop
 
@@ -110,6 +113,7 @@ class Watchdog:
         self._runner = runner
         self._lease = lease
         self._period = lease / 3
+        self._valid = lease - drift(lease)  # how long a lease is counted valid here
         self._batch_size = batch_size
         self._retry_delay = retry_delay
         self._tick = min(0.1, self._period / 5)
@@ -133,12 +137,17 @@ class Watchdog:
         field: str,
         on_lost: LostCallback | None = None,
         kind: RenewalKind = LOCK_RENEWAL,
+        since: float | None = None,
     ) -> None:
-        """Keep ``name`` alive while ``field`` holds it; call once per watchdog acquire."""
+        """Keep ``name`` alive while ``field`` holds it; call once per watchdog acquire.
+
+        ``since`` (``time.monotonic()`` seconds) is when the acquiring call was sent: the
+        lease is counted from it, so that it never ends later here than in Redis.
+        """
         with self._mutex:
             renewal = self._renewals.get((name, field))
             if renewal is None:
-                renewal = _Renewal(name, field, time.monotonic(), kind)
+                renewal = _Renewal(name, field, time.monotonic() if since is None else since, kind)
                 self._renewals[(name, field)] = renewal
                 self._new.append(renewal)
             else:
@@ -169,6 +178,15 @@ class Watchdog:
         """Whether ``field``'s hold on ``name`` is being renewed."""
         with self._mutex:
             return (name, field) in self._renewals
+
+    def lease_end(self, name: str, field: str) -> float | None:
+        """Until when (``time.monotonic()`` seconds) ``field``'s hold on ``name`` is known to
+        be valid: the send time of its last confirmed renewal (or acquire) plus the lease;
+        ``None`` when it is not being renewed. Less the clock drift allowance
+        (:func:`~syncprims._protocol.timing.drift`)."""
+        with self._mutex:
+            renewal = self._renewals.get((name, field))
+            return None if renewal is None else renewal.renewed + self._valid
 
     def __len__(self) -> int:
         return len(self._renewals)
@@ -220,6 +238,13 @@ class Watchdog:
         started = time.monotonic()
         kind = batch[0].kind
         keys, args = kind.command(round(self._lease * 1000), [(r.name, r.field) for r in batch])
+        # Should no reply come before the first lease of the batch runs out, report the loss
+        # then (at the lease's end here, which is no later than in Redis), not when the call
+        # finally fails.
+        first_end = min(r.renewed for r in batch) + self._valid
+        guard = asyncio.get_running_loop().call_later(
+            max(0.0, first_end - started), self._expire_overdue, batch
+        )
         try:
             self.round_trips += 1
             reply = await self._runner.eval(
@@ -228,6 +253,8 @@ class Watchdog:
         except Exception as error:
             self._renew_failed(batch, error)
             return
+        finally:
+            guard.cancel()
         results = reply if isinstance(reply, list) else []
         for renewal, result in zip(batch, results, strict=False):
             if result == 1:
@@ -250,11 +277,20 @@ class Watchdog:
             error,
         )
         for renewal in batch:
-            left = renewal.renewed + self._lease - now
+            left = renewal.renewed + self._valid - now
             if left <= 0:
                 self._lose(renewal, f"it could not be renewed before its lease ran out ({error})")
             else:
                 self._wheel.add(renewal, now + min(self._retry_delay, left / 2))
+
+    def _expire_overdue(self, batch: list[_Renewal]) -> None:
+        now = time.monotonic()
+        for renewal in batch:
+            if now >= renewal.renewed + self._valid:
+                self._lose(
+                    renewal,
+                    "it could not be renewed before its lease ran out (no reply from Redis)",
+                )
 
     def _lose(self, renewal: _Renewal, reason: str) -> None:
         with self._mutex:

@@ -15,7 +15,7 @@ from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._objects import RExpirable
-from syncprims.errors import LockLostError
+from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
 __all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
@@ -215,6 +215,7 @@ class RLock(RExpirable):
                     timer.cancel()
         except asyncio.CancelledError:
             if lost and task.uncancel() == 0:
+                await self._give_back_lost(owner)
                 raise self._lost_error(owner, lost[0]) from None
             if not lost:
                 await self._core.unlock(owner)
@@ -226,8 +227,16 @@ class RLock(RExpirable):
         if lost:
             if task.cancelling():
                 task.uncancel()
+            await self._give_back_lost(owner)
             raise self._lost_error(owner, lost[0])
         await self._core.unlock(owner)
+
+    async def _give_back_lost(self, owner: int) -> None:
+        """After a loss seen here: release the block's hold should Redis still have it (a
+        lease is counted as ended slightly before Redis expires it), so that the next
+        acquire does not re-enter a hold that is about to vanish."""
+        with contextlib.suppress(LockNotHeldError, TransportError):
+            await self._core.unlock(owner)
 
     def _lost_error(self, owner: int, reason: str) -> LockLostError:
         return LockLostError(
