@@ -35,7 +35,7 @@ from typing import Any
 
 from syncprims._core.executor import Call, Executor
 from syncprims._core.lock import LockCore, threading_wait
-from syncprims._protocol.timing import lease_ms, wait_seconds
+from syncprims._protocol.timing import drift, lease_ms, wait_seconds
 from syncprims._services.pubsub import Subscription, lock_policy
 from syncprims.errors import LockNotHeldError, TransportError
 
@@ -43,11 +43,6 @@ __all__ = ["MultiLockCore", "RedLockCore"]
 
 MIN_BACKOFF = 0.01
 MAX_BACKOFF = 0.2
-
-
-def drift(lease: float) -> float:
-    """Clock drift allowance, seconds, for a lease (distlock: 1% of it plus 2 ms)."""
-    return lease * 0.01 + 0.002
 
 
 class MultiLockCore:
@@ -107,9 +102,9 @@ class MultiLockCore:
                 if len(taken) >= self.required() and (validity is None or validity > 0):
                     for i in taken:
                         sub, field, lease, watchdog = plans[i]
-                        sub.acquired(field, lease, watchdog, replies[i])
-                    if validity is not None:
-                        self._validity[owner] = (validity, started)
+                        sub.acquired(field, lease, watchdog, replies[i], since=started)
+                    if validity is not None:  # counted from the attempt's start
+                        self._validity[owner] = (validity + elapsed, started)
                     return True
                 lost = [
                     i
@@ -150,15 +145,20 @@ class MultiLockCore:
 
     # -- release ------------------------------------------------------------------------------
 
-    async def _release(self, holds: list[tuple[LockCore, str]]) -> list[Any]:
-        """Release one hold of each ``(sub-lock, field)`` in parallel; returns the replies."""
+    async def _release(self, holds: list[tuple[LockCore, str]], *, retry: bool = True) -> list[Any]:
+        """Release one hold of each ``(sub-lock, field)`` in parallel; returns the replies.
+
+        ``retry``: retry unreachable sub-locks alone until a quorum is released (an unlock);
+        without it, one parallel pass and what could not be reached expires by its lease (a
+        failed attempt cleaning up, which must not eat into the caller's wait).
+        """
         if not holds:
             return []
         calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
         replies = await self._ex.eval_many([call for call, _ in calls])
         enough = sum(1 for reply in replies if reply in (0, 1)) >= self.required()
         for i, reply in enumerate(replies):
-            if isinstance(reply, TransportError) and not enough:
+            if isinstance(reply, TransportError) and retry and not enough:
                 # Retry alone (idempotent by its latch key). Once enough sub-locks are
                 # released, unreachable ones are left to expire: a dead master costs nothing.
                 try:
@@ -170,7 +170,7 @@ class MultiLockCore:
 
     async def _release_quietly(self, holds: list[tuple[LockCore, str]]) -> None:
         if holds:
-            await self._release(holds)
+            await self._release(holds, retry=False)
 
     async def unlock(self, owner: int) -> None:
         """Release one hold of every sub-lock, in parallel.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -163,11 +164,18 @@ class SyncConnections:
         context: str,
         script: Script | None,
         asking: bool = False,
+        *,
+        timeout: float | None = None,
     ) -> Any:
-        """Read the reply of a command sent by :meth:`_send` (SCRIPT LOAD and again on NOSCRIPT)."""
+        """Read the reply of a command sent by :meth:`_send` (SCRIPT LOAD and again on NOSCRIPT).
+
+        ``timeout``: seconds to wait for the (first) reply instead of the pool's timeout.
+        """
         sent = True
         try:
             try:
+                if timeout is not None:
+                    return conn.read_response(disconnect_on_error=True, timeout=timeout)
                 return conn.read_response(disconnect_on_error=True)
             except redis.exceptions.NoScriptError:
                 if script is None:
@@ -218,22 +226,29 @@ def fan_out(
 ) -> list[Any]:
     """Run scripts on several servers at once from one thread: write all, then read all.
 
-    Each reply is read with its own server's timeout; since every command was sent first,
-    the whole costs about the slowest server, not the sum.
+    Each reply is awaited until its own server's timeout, counted from when its command was
+    sent (not from when its turn to be read comes): the whole costs the slowest server, not
+    the sum, even when several servers do not answer.
 
     Returns:
         One entry per call: the reply, or the ``SyncPrimsError`` it failed with.
     """
     results: list[Any] = [None] * len(calls)
     in_flight: list[tuple[int, Any]] = []
+    deadlines: dict[int, float] = {}
+    conns: dict[int, Any] = {}
+    for i, (pool, _script, _keys, _args, context) in enumerate(calls):
+        try:
+            conns[i] = pool._get(context)
+        except SyncPrimsError as error:
+            results[i] = error
+    _connect_in_parallel(calls, conns, results)
     try:
         for i, (pool, script, keys, args, context) in enumerate(calls):
-            command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-            try:
-                conn = pool._get(context)
-            except SyncPrimsError as error:
-                results[i] = error
+            if i not in conns:
                 continue
+            conn = conns.pop(i)
+            command = ("EVALSHA", script.sha, len(keys), *keys, *args)
             try:
                 pool._send(conn, command, context)
             except SyncPrimsError as error:
@@ -241,18 +256,52 @@ def fan_out(
                 results[i] = error
                 continue
             in_flight.append((i, conn))
+            deadlines[i] = time.monotonic() + pool.timeout
         while in_flight:
             i, conn = in_flight.pop(0)
             pool, script, keys, args, context = calls[i]
             command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+            left = max(0.001, deadlines[i] - time.monotonic())
             try:
-                results[i] = pool._receive(conn, command, context, script)
+                results[i] = pool._receive(conn, command, context, script, timeout=left)
             except SyncPrimsError as error:
                 results[i] = error
             finally:
                 pool._put(conn)
     finally:
-        for i, conn in in_flight:  # interrupted: drop what was not read
+        for i, conn in [*in_flight, *conns.items()]:  # interrupted: drop what was not read
             conn.disconnect()
             calls[i][0]._put(conn)
     return results
+
+
+def _connect_in_parallel(
+    calls: Sequence[tuple[SyncConnections, Any, Any, Any, str]],
+    conns: dict[int, Any],
+    results: list[Any],
+) -> None:
+    """Open the not yet connected connections of a fan-out at once, one thread each: a
+    server that accepts connections but does not answer (a frozen process) costs its
+    timeout once, not once per such server. Failed ones move from ``conns`` to ``results``."""
+    fresh = [i for i, conn in conns.items() if not conn.is_connected]
+    if len(fresh) < 2:
+        return  # connected by the send, as usual
+    errors: dict[int, BaseException] = {}
+
+    def connect(i: int) -> None:
+        try:
+            conns[i].connect()
+        except (redis.exceptions.RedisError, OSError) as error:
+            errors[i] = error
+
+    threads = [threading.Thread(target=connect, args=(i,), daemon=True) for i in fresh]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i, error in errors.items():
+        pool, context = calls[i][0], calls[i][4]
+        conn = conns.pop(i)
+        conn.disconnect()
+        pool._put(conn)
+        results[i] = pool._translate(error, context, sent=False)
