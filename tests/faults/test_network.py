@@ -1,0 +1,229 @@
+"""Lost replies, latency, resets and an exhausted pool, through a fault-injecting TCP proxy.
+
+What is shown: a lost reply never applies a lock operation twice (acquire scripts are not
+re-sent once they may have run; unlock is re-sent but idempotent by its request id), and every
+call ends within its stated bound (:attr:`Config.operation_timeout`). Figures are recorded as
+test properties and quoted in docs/guarantees.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+
+import syncprims
+import syncprims.asyncio as aio
+from syncprims._embedded import RedisServer
+
+from .proxy import FaultProxy
+
+pytestmark = [pytest.mark.real, pytest.mark.faults]
+
+Record = Callable[[str, object], None]
+
+# Short timeouts so that every fault resolves in about a second.
+FAST = {
+    "timeout": 0.5,
+    "connect_timeout": 0.5,
+    "retry_attempts": 3,
+    "retry_delay": (0.05, 0.2),
+    "subscription_timeout": 1.0,
+}
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
+    p = FaultProxy(redis_server.port)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def raw(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    r = redis.Redis(port=redis_server.port)
+    yield r
+    r.close()
+
+
+def test_a_lost_acquire_reply_is_not_resent(
+    proxy: FaultProxy, raw: redis.Redis, name: str, record_property: Record
+) -> None:
+    client = syncprims.connect(proxy.url, **FAST)
+    try:
+        lock = client.get_lock(name)
+        with lock:  # connected, and the script loaded: the next EVALSHA runs at once
+            pass
+        proxy.blackhole = True
+        started = time.monotonic()
+        with pytest.raises(syncprims.RedisTimeoutError) as caught:
+            lock.try_lock(wait_time=5, lease_time=2)
+        elapsed = time.monotonic() - started
+        proxy.blackhole = False
+        record_property("lost_acquire_reply_call_s", round(elapsed, 3))
+        assert caught.value.maybe_executed
+        # One attempt, not retried: an acquire that may have run is never sent again.
+        assert elapsed < FAST["timeout"] + 0.4  # type: ignore[operator]
+        # It did run once: hold count 1, not 2; nobody renews it, so it ends with its lease.
+        assert raw.hvals(name) == [b"1"]
+        assert 0 < raw.pttl(name) <= 2000
+        # The caller can find out, and give it back at once instead of waiting out the lease.
+        assert lock.is_held_by_current_thread()
+        lock.unlock()
+        assert raw.exists(name) == 0
+    finally:
+        client.shutdown()
+
+
+def test_a_lost_unlock_reply_is_resent_once_and_not_applied_twice(
+    proxy: FaultProxy, raw: redis.Redis, name: str, record_property: Record
+) -> None:
+    client = syncprims.connect(proxy.url, **FAST)
+    try:
+        lock = client.get_lock(name)
+        lock.lock(lease_time=30)
+        lock.lock(lease_time=30)
+        assert raw.hvals(name) == [b"2"]
+        proxy.blackhole = True
+        threading.Timer(0.3, lambda: setattr(proxy, "blackhole", False)).start()
+        started = time.monotonic()
+        lock.unlock()  # attempt 1 runs, its reply is lost; attempt 2 is answered from the latch
+        elapsed = time.monotonic() - started
+        record_property("lost_unlock_reply_call_s", round(elapsed, 3))
+        assert elapsed < client.config.operation_timeout
+        assert raw.hvals(name) == [b"1"]
+        assert lock.get_hold_count() == 1
+        lock.unlock()
+        assert raw.exists(name) == 0
+    finally:
+        client.shutdown()
+
+
+def test_latency_within_the_timeout_is_only_slower(proxy: FaultProxy, name: str) -> None:
+    proxy.latency = 0.05  # each way: 100 ms round trips
+    client = syncprims.connect(proxy.url, **FAST)
+    try:
+        lock = client.get_lock(name)
+        started = time.monotonic()
+        with lock:
+            assert lock.is_locked()
+        assert not lock.is_locked()
+        assert time.monotonic() - started >= 0.3  # 3+ round trips really went through it
+    finally:
+        client.shutdown()
+
+
+def test_latency_beyond_the_timeout_fails_within_the_operation_bound(
+    proxy: FaultProxy, name: str, record_property: Record
+) -> None:
+    client = syncprims.connect(proxy.url, **FAST)
+    try:
+        lock = client.get_lock(name)
+        assert not lock.is_locked()  # connected
+        proxy.latency = 0.6  # 1.2 s round trips against a 0.5 s timeout
+        started = time.monotonic()
+        with pytest.raises(syncprims.RedisTimeoutError):
+            lock.is_locked()  # a read: retried retry_attempts times, then raised
+        elapsed = time.monotonic() - started
+        record_property("slow_read_call_s", round(elapsed, 3))
+        record_property("operation_timeout_s", client.config.operation_timeout)
+        assert elapsed <= client.config.operation_timeout
+        assert elapsed >= FAST["timeout"] * (FAST["retry_attempts"] + 1)  # type: ignore[operator]
+    finally:
+        client.shutdown()
+
+
+async def test_an_abandoned_acquire_is_released_when_its_late_reply_comes(
+    proxy: FaultProxy, raw: redis.Redis, name: str, record_property: Record
+) -> None:
+    client = await aio.connect(proxy.url, **FAST)
+    try:
+        lock = client.get_lock(name)
+        proxy.latency = 0.4  # 0.8 s round trip: the reply comes after the 0.5 s timeout
+        with pytest.raises(syncprims.RedisTimeoutError):
+            await lock.try_lock(wait_time=5, lease_time=30)
+        proxy.latency = 0.0
+        started = time.monotonic()
+        while raw.exists(name):  # the late reply says "acquired": the client undoes it
+            assert time.monotonic() - started < 5, "the orphaned acquisition stayed held"
+            await asyncio.sleep(0.02)
+        record_property("orphan_released_after_s", round(time.monotonic() - started, 3))
+    finally:
+        await client.shutdown()
+
+
+def test_connection_resets_do_not_lose_a_held_lock_or_a_waiter(
+    proxy: FaultProxy, raw: redis.Redis, name: str, record_property: Record
+) -> None:
+    holder = syncprims.connect(proxy.url, lock_watchdog_timeout=1, **FAST)
+    waiter = syncprims.connect(proxy.url, **FAST)
+    try:
+        lock = holder.get_lock(name)
+        lock.lock()  # watchdog lease 1 s, renewed every 1/3 s
+        results: list[float] = []
+
+        def wait() -> None:
+            ok = waiter.get_lock(name).try_lock(wait_time=8, lease_time=5)
+            results.append(time.monotonic() if ok else -1.0)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.3)
+        for _ in range(4):  # command and pub/sub connections of both clients torn down
+            proxy.reset()
+            time.sleep(0.4)
+        assert not lock.is_lost
+        assert lock.is_held_by_current_thread()
+        released = time.monotonic()
+        lock.unlock()
+        thread.join(10)
+        assert results and results[0] > 0, "the waiter did not get the lock"
+        woken = results[0] - released
+        record_property("waiter_after_resets_woken_s", round(woken, 3))
+        # Woken by the unlock message on its re-made subscription, or at the latest by its
+        # re-check (wait_recheck_interval): never stalled until its wait time.
+        assert woken < waiter.config.wait_recheck_interval + 1
+        assert raw.hvals(name) == [b"1"]
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+
+
+def test_an_exhausted_pool_fails_clearly_within_the_timeout(
+    proxy: FaultProxy, name: str, record_property: Record
+) -> None:
+    client = syncprims.connect(proxy.url, max_connections=1, **{**FAST, "retry_attempts": 0})
+    try:
+        lock = client.get_lock(name)
+        assert not lock.is_locked()
+        proxy.blackhole = True  # the one connection is stuck until its timeout
+
+        def call() -> tuple[float, BaseException | None]:
+            started = time.monotonic()
+            try:
+                lock.is_locked()
+            except syncprims.TransportError as error:
+                return time.monotonic() - started, error
+            return time.monotonic() - started, None
+
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = list(pool.map(lambda _: call(), range(4)))
+        proxy.blackhole = False
+        busy = [e for _, e in outcomes if isinstance(e, syncprims.RedisConnectionError)]
+        assert busy, outcomes
+        for error in busy:
+            assert "connections to Redis" in str(error) and "stayed busy" in str(error)
+            assert not error.maybe_executed  # nothing was sent: safe to retry
+        assert all(e is not None for _, e in outcomes)  # every call failed: nothing hangs
+        # One call holds the connection for one timeout; a waiter gives up after one timeout.
+        longest = max(t for t, _ in outcomes)
+        record_property("pool_exhausted_longest_call_s", round(longest, 3))
+        assert longest < 2 * FAST["timeout"] + 0.5  # type: ignore[operator]
+        assert not lock.is_locked()  # usable again
+    finally:
+        client.shutdown()
