@@ -19,6 +19,10 @@ subscription's wake policy. Differences, on purpose (measured on this machine):
 * After the connection drops, the reader reconnects (back-off 50 ms .. 2 s), subscribes
   again, and wakes every waiter so that each re-checks (messages sent meanwhile are lost).
 * The connection is PINGed when idle; a silent connection is dropped and renewed.
+* Each channel is subscribed with its own SUBSCRIBE, so that Redis refusing one (an ACL
+  without that channel: ``NOPERM``) refuses only that one. The refusal is kept on the
+  subscription: its waiters raise ``ServerReplyError`` instead of the connection being
+  treated as broken (which reconnected in a loop and lost the other subscriptions).
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import redis.exceptions
+
 from syncprims._services.latch import Latch, Signal
 from syncprims._transport.connections import ConnectionSpec
-from syncprims.errors import ClientClosedError
+from syncprims.errors import ClientClosedError, ServerReplyError
 
 __all__ = [
     "ClusterPubSub",
@@ -58,7 +65,16 @@ POLL = 0.25
 class Subscription:
     """The local entry of one channel: its waiters' latch and the confirmation signal."""
 
-    __slots__ = ("channel", "idle_since", "latch", "policy", "ready", "refcount", "registry")
+    __slots__ = (
+        "channel",
+        "error",
+        "idle_since",
+        "latch",
+        "policy",
+        "ready",
+        "refcount",
+        "registry",
+    )
 
     def __init__(self, channel: str, policy: WakePolicy, registry: PubSubRegistry) -> None:
         self.registry = registry
@@ -68,6 +84,7 @@ class Subscription:
         self.idle_since = 0.0
         self.latch = Latch()
         self.ready = Signal()
+        self.error: ServerReplyError | None = None  # Redis refused the SUBSCRIBE
 
     def wake_all(self) -> None:
         """Wake every local user of the channel, blocked now or about to wait."""
@@ -129,6 +146,7 @@ class PubSubRegistry:
         self._mutex = threading.Lock()  # entries, pending confirmations, writes to the socket
         self._entries: dict[str, Subscription] = {}
         self._pending: dict[str, int] = {}  # channel -> SUBSCRIBE commands not yet confirmed
+        self._order: deque[str] = deque()  # those SUBSCRIBEs' channels, in the order sent
         self._conn: Any = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -176,14 +194,16 @@ class PubSubRegistry:
         conn = self._conn
         if conn is None:
             return  # (re)connecting: the reader subscribes every registered channel
-        if command == self._subscribe:
-            for channel in channels:
-                self._pending[channel] = self._pending.get(channel, 0) + 1
-        else:
-            for channel in channels:
-                self._pending.pop(channel, None)
         try:
-            conn.send_command(command, *channels, check_health=False)
+            if command == self._subscribe:
+                for channel in channels:  # one command each: a refusal names its channel
+                    self._pending[channel] = self._pending.get(channel, 0) + 1
+                    self._order.append(channel)
+                    conn.send_command(command, channel, check_health=False)
+            else:
+                for channel in channels:
+                    self._pending.pop(channel, None)
+                conn.send_command(command, *channels, check_health=False)
         except Exception as error:  # the reader notices the broken connection and reconnects
             log.debug("pub/sub: %s failed: %r", command, error)
 
@@ -207,6 +227,8 @@ class PubSubRegistry:
 
     def _on_confirm(self, channel: str) -> None:
         with self._mutex:
+            if channel in self._order:
+                self._order.remove(channel)  # the oldest first: replies come in order
             left = self._pending.get(channel, 0) - 1
             if left > 0:
                 self._pending[channel] = left
@@ -253,6 +275,7 @@ class PubSubRegistry:
                 return None
             self._conn = conn
             self._pending.clear()
+            self._order.clear()
             channels = list(self._entries)
             if channels:
                 self._write_locked(self._subscribe, channels)
@@ -303,7 +326,13 @@ class PubSubRegistry:
         ping_sent = 0.0
         while not self._closed:
             if conn.can_read(timeout=POLL):
-                self._dispatch(conn.read_response())
+                try:
+                    reply = conn.read_response()
+                except redis.exceptions.ResponseError as error:
+                    if not self._refused(error):
+                        raise
+                    continue
+                self._dispatch(reply)
                 last_traffic = time.monotonic()
                 ping_sent = 0.0
                 continue
@@ -316,6 +345,30 @@ class PubSubRegistry:
                 with self._mutex:
                     conn.send_command("PING", check_health=False)
                 ping_sent = now
+
+    def _refused(self, error: Exception) -> bool:
+        """An error reply: Redis refused the oldest unconfirmed SUBSCRIBE (``False``: there
+        is none, so the error is not a refusal and the connection is renewed)."""
+        with self._mutex:
+            if not self._order:
+                return False
+            channel = self._order.popleft()
+            left = self._pending.get(channel, 0) - 1
+            if left > 0:
+                self._pending[channel] = left
+            else:
+                self._pending.pop(channel, None)
+            sub = self._entries.pop(channel, None)  # the next user subscribes (and is refused) anew
+        log.warning("pub/sub: Redis refused to subscribe to %r: %s", channel, error)
+        if sub is not None:
+            sub.error = ServerReplyError(
+                f"Redis refused to subscribe to {channel!r} (check the user's ACL channel "
+                f"patterns): {error}"
+            )
+            sub.error.__cause__ = error
+            sub.ready.set()
+            sub.wake_all()
+        return True
 
     def _drop_connection(self, conn: Any) -> None:
         with self._mutex:

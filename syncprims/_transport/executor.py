@@ -247,10 +247,16 @@ class SyncExecutor(ExecutorBase):
         return replies
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
-        return sub.ready.wait_sync(timeout)
+        ready = sub.ready.wait_sync(timeout)
+        if sub.error is not None:
+            raise sub.error
+        return ready
 
     async def wait(self, sub: Subscription, timeout: float | None) -> bool:
-        return sub.latch.wait_sync(timeout)
+        woken = sub.latch.wait_sync(timeout)
+        if sub.error is not None:
+            raise sub.error
+        return woken
 
     async def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # noqa: ASYNC251 - the sync executor blocks by design
@@ -335,10 +341,16 @@ class AsyncExecutor(ExecutorBase):
         task.add_done_callback(self._undoing.discard)
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
-        return await sub.ready.wait_async(timeout)
+        ready = await sub.ready.wait_async(timeout)
+        if sub.error is not None:
+            raise sub.error
+        return ready
 
     async def wait(self, sub: Subscription, timeout: float | None) -> bool:
-        return await sub.latch.wait_async(timeout)
+        woken = await sub.latch.wait_async(timeout)
+        if sub.error is not None:
+            raise sub.error
+        return woken
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
