@@ -18,6 +18,7 @@ from syncprims._sync._objects import RExpirable, RObject
 from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from syncprims.config import TLS, ClusterServers, Config, SentinelServers, SingleServer
 from syncprims.errors import (
+    AuthenticationError,
     ClientClosedError,
     LockError,
     LockLostError,
@@ -60,6 +61,7 @@ __all__ = [
     "RedisConnectionError",
     "RedisTimeoutError",
     "ServerReplyError",
+    "AuthenticationError",
     "Semaphore",
     "SentinelServers",
     "SingleServer",

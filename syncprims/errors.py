@@ -13,6 +13,7 @@
     ├── PermitNotHeldError               also a ValueError: release of an unknown permit id
     ├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
     ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
+    │   └── AuthenticationError          the credentials were refused (not retried)
     └── ClientClosedError                also a RuntimeError: the client was shut down
 
 Bad arguments (negative or NaN durations, empty names, wrong types) raise the builtin
@@ -26,6 +27,7 @@ is chained as ``__cause__``.
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "ClientClosedError",
     "LockError",
     "LockLostError",
@@ -125,7 +127,16 @@ class SubscriptionTimeoutError(SyncPrimsError, TimeoutError):
 
 
 class ServerReplyError(SyncPrimsError):
-    """Redis answered with an error reply (a script error, an ACL refusal, ...)."""
+    """Redis answered with an error reply (a script error, an ACL refusal, ...).
+
+    The message starts with Redis's error code where redis-py had turned it into a class
+    (``NOPERM ...``); the redis-py exception is chained as ``__cause__``.
+    """
+
+
+class AuthenticationError(ServerReplyError):
+    """Redis refused the user name or password (``WRONGPASS``, a disabled user, ``AUTH``
+    without a password set). Never retried: it cannot succeed by trying again."""
 
 
 class ClientClosedError(SyncPrimsError, RuntimeError):

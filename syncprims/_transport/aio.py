@@ -227,7 +227,7 @@ class AsyncConnections:
         except redis.exceptions.ResponseError as error:
             raise translate(
                 error, context=context, address=self.address, timeout=self.timeout, sent=sent
-            ) from None
+            ) from error
         except (redis.exceptions.RedisError, OSError, TimeoutError) as error:
             if keep:
                 keep = False
@@ -292,7 +292,7 @@ class AsyncConnections:
         if self._loop is asyncio.get_running_loop():
             free, self._free = self._free, deque()
             for conn in free:
-                await _drop(conn)
+                await _close(conn)
             await self._spec.aclose()
 
     def forget(self) -> None:
@@ -321,3 +321,10 @@ async def _discard_if_stale(conn: Any) -> None:
 async def _drop(conn: Any) -> None:
     with contextlib.suppress(Exception):  # already broken
         await conn.disconnect(nowait=True)
+
+
+async def _close(conn: Any) -> None:
+    """Close a healthy connection and wait (1 s at most) until it is closed: a TLS
+    connection needs its closing handshake before the loop stops, else it leaks."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(conn.disconnect(), timeout=1.0)

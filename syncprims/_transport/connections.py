@@ -25,6 +25,7 @@ from redis.backoff import NoBackoff
 
 from syncprims.config import TLS, ClusterServers, Config, SentinelServers, parse_url, redact
 from syncprims.errors import (
+    AuthenticationError,
     RedisConnectionError,
     RedisTimeoutError,
     ServerReplyError,
@@ -281,6 +282,15 @@ def translate(
             f"Redis at {address} is no longer the master while {context}: {error}",
             maybe_executed=False,
         )
+    refused = (
+        redis.exceptions.AuthenticationError,
+        redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    )
+    if isinstance(error, refused):
+        return AuthenticationError(
+            f"Redis at {address} refused the credentials while {context}: {error} (check the "
+            "user name and password, and that the user is enabled)"
+        )
     if isinstance(error, (redis.exceptions.TimeoutError, TimeoutError)):
         return RedisTimeoutError(
             f"Redis at {address} did not reply within {timeout:g} s while {context}",
@@ -292,7 +302,8 @@ def translate(
             maybe_executed=sent,
         )
     if isinstance(error, redis.exceptions.ResponseError):
-        return ServerReplyError(f"Redis at {address} refused {context}: {error}")
+        code = "NOPERM " if isinstance(error, redis.exceptions.NoPermissionError) else ""
+        return ServerReplyError(f"Redis at {address} refused {context}: {code}{error}")
     return SyncPrimsError(f"Redis client error while {context}: {error!r}")
 
 

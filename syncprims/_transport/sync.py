@@ -190,7 +190,7 @@ class SyncConnections:
                 sent = True
                 return conn.read_response()
         except redis.exceptions.ResponseError as error:
-            raise self._translate(error, context, sent=sent) from None
+            raise self._translate(error, context, sent=sent) from error
         except (redis.exceptions.RedisError, OSError) as error:
             conn.disconnect()
             raise self._translate(error, context, sent=sent) from error

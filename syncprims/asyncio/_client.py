@@ -67,7 +67,8 @@ class Client:
         Raises:
             TypeError: ``config`` is not a :class:`~syncprims.Config`.
             TransportError: Redis could not be reached.
-            ServerReplyError: Redis refused (e.g. wrong password).
+            AuthenticationError: Redis refused the user name or password.
+            ServerReplyError: Redis refused another way.
         """
         if config is None:
             config = Config()
