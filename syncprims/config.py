@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from syncprims._protocol.timing import MAX_LEASE_SECONDS
+
 __all__ = ["ClusterServers", "Config", "SentinelServers", "SingleServer", "TLS", "parse_url"]
 
 _SCHEMES = ("redis", "rediss", "unix")
@@ -41,6 +43,11 @@ def _non_negative_int(instance: object, attribute: attrs.Attribute[int], value: 
         raise TypeError(f"{attribute.name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+def _at_most_max_lease(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value > MAX_LEASE_SECONDS:
+        raise ValueError(f"{attribute.name} must be at most {MAX_LEASE_SECONDS:g} s, got {value!r}")
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -274,7 +281,7 @@ class Config:
 
     server: Servers = attrs.field(factory=SingleServer)
     lock_watchdog_timeout: float = attrs.field(
-        default=30.0, converter=_seconds, validator=_positive
+        default=30.0, converter=_seconds, validator=[_positive, _at_most_max_lease]
     )
     watchdog_batch_size: int = attrs.field(default=100, validator=_positive_int)
     timeout: float = attrs.field(default=3.0, converter=_seconds, validator=_positive)

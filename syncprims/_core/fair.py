@@ -37,6 +37,7 @@ from syncprims._core.executor import Executor
 from syncprims._core.lock import UNLOCK_MESSAGE, Command, LockCore
 from syncprims._protocol import scripts
 from syncprims._protocol.names import prefix_name
+from syncprims._protocol.timing import MAX_LEASE_SECONDS
 
 __all__ = ["FairLockCore"]
 
@@ -58,7 +59,7 @@ class FairLockCore(LockCore):
     def slot_ms(self, wait: float) -> int:
         """A waiter's slot: its wait time in ms, or ``fair_lock_wait_timeout``."""
         if 0 < wait < math.inf:
-            return max(1, math.ceil(wait * 1000))
+            return max(1, math.ceil(min(wait, MAX_LEASE_SECONDS) * 1000))
         return math.ceil(self._ex.config.fair_lock_wait_timeout * 1000)
 
     def acquire_command(self, field: str, lease: int, wait: float) -> Command:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 from syncprims._core.executor import Call, Executor
@@ -53,6 +54,12 @@ def threading_wait(blocking: object, timeout: object) -> float:
     """
     if not isinstance(blocking, bool):
         raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float, timedelta))
+    ):
+        raise TypeError(
+            f"timeout must be seconds (int or float) or a timedelta, not {type(timeout).__name__}"
+        )
     if timeout == -1 or timeout is None:
         return math.inf if blocking else 0.0
     if not blocking:

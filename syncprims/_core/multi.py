@@ -37,7 +37,7 @@ from syncprims._core.executor import Call, Executor
 from syncprims._core.lock import LockCore, threading_wait
 from syncprims._protocol.timing import drift, lease_ms, wait_seconds
 from syncprims._services.pubsub import Subscription, lock_policy
-from syncprims.errors import LockNotHeldError, TransportError
+from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
 
 __all__ = ["MultiLockCore", "RedLockCore"]
 
@@ -77,10 +77,18 @@ class MultiLockCore:
             lease_time: seconds, or ``None`` for each sub-lock's watchdog.
 
         Raises:
-            TypeError, ValueError: bad durations (nothing is sent).
+            TypeError, ValueError: bad durations (nothing is sent), or a lease no longer than
+                its drift allowance (about 2 ms).
+            ServerReplyError: a server refused a sub-lock's script (an ACL, say); what the
+                attempt took is released first.
         """
         wait = wait_seconds(wait_time)
         lease_s = None if lease_time is None else lease_ms(lease_time) / 1000
+        if lease_s is not None and lease_s <= drift(lease_s):
+            raise ValueError(
+                f"lease_time of a {self.kind} must exceed its clock-drift allowance (1% + 2 ms), "
+                f"got {lease_s!r} s: no attempt could ever have validity time left"
+            )
         plans = [(sub, sub.field(owner), *sub._lease(lease_time)) for sub in self.locks]
         ex = self._ex
         deadline = ex.monotonic() + wait
@@ -106,12 +114,18 @@ class MultiLockCore:
                     if validity is not None:  # counted from the attempt's start
                         self._validity[owner] = (validity + elapsed, started)
                     return True
+                # Replies that may have taken a sub-lock: lost ones, and script errors (a
+                # script can fail after it wrote).
                 lost = [
                     i
                     for i, reply in enumerate(replies)
-                    if isinstance(reply, TransportError) and reply.maybe_executed
+                    if (isinstance(reply, TransportError) and reply.maybe_executed)
+                    or isinstance(reply, ServerReplyError)
                 ]
                 await self._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
+                refused = [reply for reply in replies if isinstance(reply, ServerReplyError)]
+                if refused:  # not contention: waiting would not help
+                    raise refused[0]
                 remaining = deadline - ex.monotonic()
                 if remaining <= 0:
                     return False

@@ -27,7 +27,7 @@ from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.names import prefix_name, suffix_name
 from syncprims._protocol.timing import lease_ms, wait_seconds
-from syncprims._protocol.values import check_count, parse_permit_id
+from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
 from syncprims._services.pubsub import semaphore_policy
 from syncprims.errors import PermitNotHeldError
 
@@ -61,9 +61,8 @@ class SemaphoreCore(ExpirableCore):
 
     async def add_permits(self, permits: object) -> int:
         """Add permits (a negative number removes them); returns the new count."""
-        if isinstance(permits, bool) or not isinstance(permits, int):
-            raise TypeError(f"permits must be an int, not {type(permits).__name__}")
-        return int(await self._set("add", permits))
+        count = check_count(permits, "permits", minimum=-MAX_COUNT)
+        return int(await self._set("add", count))
 
     async def drain_permits(self) -> int:
         """Take every available permit; returns how many there were."""

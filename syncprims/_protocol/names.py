@@ -31,12 +31,16 @@ def check_name(name: object) -> str:
 
     Raises:
         TypeError: ``name`` is not a ``str``.
-        ValueError: ``name`` is empty.
+        ValueError: ``name`` is empty, or cannot be encoded as UTF-8 (a lone surrogate).
     """
     if not isinstance(name, str):
         raise TypeError(f"object name must be a str, not {type(name).__name__}")
     if not name:
         raise ValueError("object name must not be empty")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"object name must be encodable as UTF-8: {error}") from None
     return name
 
 

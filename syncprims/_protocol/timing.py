@@ -13,12 +13,18 @@ from datetime import timedelta
 from typing import TypeAlias
 
 __all__ = [
+    "MAX_LEASE_SECONDS",
     "Duration",
     "equal_jitter_delay",
     "lease_ms",
     "to_seconds",
     "wait_seconds",
 ]
+
+MAX_LEASE_SECONDS = 1e9
+"""The longest lease or TTL, seconds (about 31.7 years). Redis keeps TTLs in 64-bit
+milliseconds, but the scripts add and compare them as Lua numbers, which print in exponent
+form from 1e14 ms on; a cap far below that keeps every script's arithmetic exact."""
 
 Duration: TypeAlias = float | int | timedelta
 """A duration in seconds (``int`` or ``float``) or a :class:`datetime.timedelta`."""
@@ -34,7 +40,8 @@ def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
 
     Returns:
         The duration in seconds, a finite non-negative float (``math.inf`` is returned
-        unchanged: callers decide whether they accept it).
+        unchanged, and an ``int`` too large for a float becomes ``math.inf``: callers decide
+        whether they accept it).
 
     Raises:
         TypeError: ``value`` is not a number or a ``timedelta`` (``bool`` is refused).
@@ -43,7 +50,10 @@ def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond any float
+            seconds = math.inf if value > 0 else -math.inf
     else:
         raise TypeError(
             f"{what} must be seconds (int or float) or a timedelta, not {type(value).__name__}"
@@ -69,11 +79,15 @@ def lease_ms(value: object, what: str = "lease_time") -> int:
 
     Raises:
         TypeError, ValueError: as :func:`to_seconds`; also for an infinite lease (use
-            ``None`` and the watchdog instead).
+            ``None`` and the watchdog instead) and one above :data:`MAX_LEASE_SECONDS`.
     """
     seconds = to_seconds(value, what, allow_zero=False)
     if math.isinf(seconds):
         raise ValueError(f"{what} must be finite; pass None to use the watchdog")
+    if seconds > MAX_LEASE_SECONDS:
+        raise ValueError(
+            f"{what} must be at most {MAX_LEASE_SECONDS:g} s (about 31 years), got {seconds!r}"
+        )
     return max(1, math.ceil(seconds * 1000))
 
 

@@ -5,17 +5,24 @@ from __future__ import annotations
 __all__ = ["check_count", "parse_permit_id"]
 
 
+MAX_COUNT = 2**31 - 1
+"""The largest permit or latch count: Redisson's are Java ``int``s (and the scripts count in
+Lua numbers, exact only below 2**53)."""
+
+
 def check_count(value: object, what: str, minimum: int = 0) -> int:
     """Validate an integer count and return it.
 
     Raises:
         TypeError: ``value`` is not an ``int`` (``bool`` is refused).
-        ValueError: ``value`` is below ``minimum``.
+        ValueError: ``value`` is below ``minimum`` or its size above :data:`MAX_COUNT`.
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{what} must be at least {minimum}, got {value}")
+    if abs(value) > MAX_COUNT:
+        raise ValueError(f"{what} must be at most {MAX_COUNT} (a Java int), got {value}")
     return value
 
 
