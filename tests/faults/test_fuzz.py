@@ -1291,41 +1291,24 @@ HUGE_LEASE = (
     [(kind, 1e16) for kind in LOCKS] + [("rlock", 2**70), ("rlock", 1e300)],
 )
 def test_huge_lease_leaves_a_lock_without_ttl(sync_drv: Driver, kind: str, lease: float) -> None:
-    """Once fixed: refused (ValueError, nothing written), or a hold that has a TTL."""
+    """Refused with ValueError, nothing written (it used to leave a lock with no TTL)."""
     reset(sync_drv.raw)
     lock = LOCKS[kind](sync_drv.client, NAME)
     try:
-        refused, result = refused_cleanly(sync_drv, lambda: lock.try_lock(0, lease))
+        refused, _ = refused_cleanly(sync_drv, lambda: lock.try_lock(0, lease))
         assert refused  # above MAX_LEASE_SECONDS
-        if not refused:
-            assert result is True and int(sync_drv.raw.pttl(NAME)) > 0
     finally:
         lock.force_unlock()
 
 
 def test_huge_watchdog_timeout(fuzz_server: RedisServer) -> None:
-    """Once fixed: refused when configured, or a watchdog hold that has a TTL."""
-    try:
-        client = syncprims.connect(fuzz_server.url, lock_watchdog_timeout=1e16)
-    except ValueError:
-        return  # refused by Config, before connecting
-    client.shutdown()
-    pytest.fail("lock_watchdog_timeout=1e16 was accepted")
-    raw = raw_redis(fuzz_server.url)
-    lock = client.get_lock(NAME)
-    try:
-        reset(raw)
-        lock.lock()
-        assert int(raw.pttl(NAME)) > 0
-    finally:
-        lock.force_unlock()
-        client.shutdown()
-        raw.close()
+    """Refused by Config, before connecting (a lease above MAX_LEASE_SECONDS)."""
+    with pytest.raises(ValueError, match="lock_watchdog_timeout"):
+        syncprims.connect(fuzz_server.url, lock_watchdog_timeout=1e16)
 
 
-@pytest.mark.parametrize("kind", ["read", "write"])
 def test_reentrant_rw_huge_lease_counts_a_failed_hold(sync_drv: Driver, kind: str) -> None:
-    """Once fixed: the answer matches what Redis holds."""
+    """Refused, and the hold count is still 1 (it used to count the failed hold)."""
     reset(sync_drv.raw)
     lock = LOCKS[kind](sync_drv.client, NAME)
     try:
@@ -1337,17 +1320,12 @@ def test_reentrant_rw_huge_lease_counts_a_failed_hold(sync_drv: Driver, kind: st
 
 
 def test_multi_lock_huge_lease(sync_drv: Driver) -> None:
-    """Once fixed: refused (nothing written), or held with TTLs."""
+    """Refused, nothing written (the sub-locks used to stay held with no TTL)."""
     reset(sync_drv.raw)
     subs = [sync_drv.client.get_lock(f"{NAME}:a"), sync_drv.client.get_lock(f"{NAME}:b")]
     try:
-        refused, result = refused_cleanly(
-            sync_drv, lambda: syncprims.MultiLock(*subs).try_lock(0, 1e16)
-        )
+        refused, _ = refused_cleanly(sync_drv, lambda: syncprims.MultiLock(*subs).try_lock(0, 1e16))
         assert refused
-        if not refused:
-            assert result is True
-            assert all(int(sync_drv.raw.pttl(sub.name)) > 0 for sub in subs)
     finally:
         for sub in subs:
             sub.force_unlock()
@@ -1356,7 +1334,7 @@ def test_multi_lock_huge_lease(sync_drv: Driver) -> None:
 def test_multi_lock_tiny_lease_never_returns(
     fuzz_server: RedisServer, fuzz_loop: asyncio.AbstractEventLoop
 ) -> None:
-    """Once fixed: ValueError (or a hold) within 1 s; now: the wait never ends."""
+    """ValueError at once (the wait used to never end)."""
 
     async def body() -> None:
         client = await syncprims.asyncio.connect(fuzz_server.url)
@@ -1373,7 +1351,7 @@ def test_multi_lock_tiny_lease_never_returns(
 
 
 def test_expire_huge_ttl(sync_drv: Driver) -> None:
-    """Once fixed: refused with ValueError, or the TTL is set."""
+    """Refused with ValueError (it used to be a ServerReplyError)."""
     reset(sync_drv.raw)
     sem = sync_drv.client.get_semaphore(NAME)
     assert sem.try_set_permits(1) is True
@@ -1393,7 +1371,7 @@ OVERFLOW = (
     ["wait 10**400", "lease 1e306", "expire 1e306", "permit lease 1e306", "fair wait 1e306"],
 )
 def test_overflow_error(sync_drv: Driver, case: str) -> None:
-    """Once fixed: TypeError/ValueError with nothing written, or accepted."""
+    """No OverflowError: refused with nothing written, or (a huge wait) accepted."""
     reset(sync_drv.raw)
     client = sync_drv.client
     lock, fair = client.get_lock(NAME), client.get_fair_lock(f"{NAME}:fair")
@@ -1436,60 +1414,42 @@ def sem_try_set_2_63(drv: Driver) -> None:
     sem = drv.client.get_semaphore(NAME)
     refused, _ = refused_cleanly(drv, lambda: sem.try_set_permits(2**63))
     assert refused
-    if not refused:
-        assert sem.try_acquire(1) is True  # now: ServerReplyError from DECRBY
-        assert sem.available_permits() == 2**63 - 1
 
 
 def sem_add_2_53_plus_1(drv: Driver) -> None:
     sem = drv.client.get_semaphore(NAME)
-    refused, result = refused_cleanly(drv, lambda: sem.add_permits(2**53 + 1))
+    refused, _ = refused_cleanly(drv, lambda: sem.add_permits(2**53 + 1))
     assert refused
-    if not refused:
-        assert result == 2**53 + 1  # now: 2**53 (sem_set.lua adds doubles)
-        assert sem.available_permits() == 2**53 + 1
 
 
 def sem_add_2_64(drv: Driver) -> None:
     sem = drv.client.get_semaphore(NAME)
-    refused, result = refused_cleanly(drv, lambda: sem.add_permits(2**64))
+    refused, _ = refused_cleanly(drv, lambda: sem.add_permits(2**64))
     assert refused
-    if not refused:  # now: answers -2**63 and stores "1.8446744073709552e+19"
-        assert result == 2**64
-        assert sem.available_permits() == 2**64
 
 
 def sem_release_2_63(drv: Driver) -> None:
     sem = drv.client.get_semaphore(NAME)
     refused, _ = refused_cleanly(drv, lambda: sem.release(2**63))  # now: ServerReplyError
     assert refused
-    if not refused:
-        assert sem.available_permits() == 2**63
 
 
 def latch_2_63(drv: Driver) -> None:
     latch = drv.client.get_count_down_latch(NAME)
     refused, _ = refused_cleanly(drv, lambda: latch.try_set_count(2**63))
     assert refused
-    if not refused:
-        latch.count_down()  # now: ServerReplyError from DECR
-        assert latch.get_count() == 2**63 - 1
 
 
 def permits_2_53_plus_1(drv: Driver) -> None:
     pes = drv.client.get_permit_expirable_semaphore(NAME)
     refused, _ = refused_cleanly(drv, lambda: pes.try_set_permits(2**53 + 1))
     assert refused
-    if not refused:
-        assert pes.available_permits() == 2**53 + 1  # now: 2**53 (pes_admin.lua tonumber)
 
 
 def permits_2_63_minus_1(drv: Driver) -> None:
     pes = drv.client.get_permit_expirable_semaphore(NAME)
     refused, _ = refused_cleanly(drv, lambda: pes.try_set_permits(2**63 - 1))
     assert refused
-    if not refused:
-        assert pes.available_permits() == 2**63 - 1  # now: -2**63
 
 
 def permits_set_2_53_plus_1(drv: Driver) -> None:
@@ -1497,8 +1457,6 @@ def permits_set_2_53_plus_1(drv: Driver) -> None:
     assert pes.try_set_permits(1) is True
     refused, _ = refused_cleanly(drv, lambda: pes.set_permits(2**53 + 1))
     assert refused
-    if not refused:
-        assert pes.available_permits() == 2**53 + 1  # now: 2**53 stored
 
 
 @pytest.mark.parametrize(
