@@ -1307,6 +1307,7 @@ def test_huge_watchdog_timeout(fuzz_server: RedisServer) -> None:
         syncprims.connect(fuzz_server.url, lock_watchdog_timeout=1e16)
 
 
+@pytest.mark.parametrize("kind", ["read", "write"])
 def test_reentrant_rw_huge_lease_counts_a_failed_hold(sync_drv: Driver, kind: str) -> None:
     """Refused, and the hold count is still 1 (it used to count the failed hold)."""
     reset(sync_drv.raw)
