@@ -237,13 +237,13 @@ def fan_out(
     in_flight: list[tuple[int, Any]] = []
     deadlines: dict[int, float] = {}
     conns: dict[int, Any] = {}
-    for i, (pool, _script, _keys, _args, context) in enumerate(calls):
-        try:
-            conns[i] = pool._get(context)
-        except SyncPrimsError as error:
-            results[i] = error
-    _connect_in_parallel(calls, conns, results)
     try:
+        for i, (pool, _script, _keys, _args, context) in enumerate(calls):
+            try:
+                conns[i] = pool._get(context)
+            except SyncPrimsError as error:
+                results[i] = error
+        _connect_in_parallel(calls, conns, results)
         for i, (pool, script, keys, args, context) in enumerate(calls):
             if i not in conns:
                 continue
