@@ -118,7 +118,3 @@ class FairLockCore(LockCore):
         """``DEL`` the hash, the queue and the deadlines (nobody is notified)."""
         self._ex.watchdog.cancel_all(self.name)
         return bool(await self.read("DEL", *self.keys(), action="deleting"))
-
-    async def queue_length(self) -> int:
-        """How many waiters are queued now (stale ones included until purged)."""
-        return int(await self.read("LLEN", self.queue, action="reading the queue of"))
