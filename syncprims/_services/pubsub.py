@@ -60,6 +60,12 @@ MAX_IDLE = 1000
 """Most unused subscriptions kept; beyond this the oldest are dropped at once."""
 POLL = 0.25
 """Seconds between housekeeping rounds of the reader thread."""
+_REDIRECTED = (
+    redis.exceptions.AskError,  # and MovedError
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+)
+"""Error replies to SSUBSCRIBE that mean "not here, not now", not "not allowed"."""
 
 
 class Subscription:
@@ -359,6 +365,13 @@ class PubSubRegistry:
             else:
                 self._pending.pop(channel, None)
             sub = self._entries.pop(channel, None)  # the next user subscribes (and is refused) anew
+        if isinstance(error, _REDIRECTED):
+            # A cluster slot on the move: not a refusal. As for an unrequested SUNSUBSCRIBE,
+            # the waiters re-check and a new wait subscribes on the slot's new node.
+            log.info("pub/sub: %r is served elsewhere now (%s)", channel, error)
+            if sub is not None:
+                sub.wake_all()
+            return True
         log.warning("pub/sub: Redis refused to subscribe to %r: %s", channel, error)
         if sub is not None:
             sub.error = ServerReplyError(
