@@ -44,7 +44,7 @@ PHRASES = [
     ("syncprims.asyncio", "syncprims"),
 ]
 CORE_ROOTS = {"_core", "_ex"}
-ASYNC_ONLY = {"hold_or_cancel", "_lost_error"}
+ASYNC_ONLY = {"hold_or_cancel", "_lost_error", "_give_back_lost"}
 """Methods that only make sense with asyncio (cancelling a task); not in the sync face."""
 
 HEADER = (

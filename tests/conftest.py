@@ -67,6 +67,24 @@ def redis_cluster() -> Iterator[RedisClusterSet]:
 BACKENDS = {"fake": "fake_server", "real": "redis_server", "cluster": "redis_cluster"}
 
 
+@pytest.fixture(scope="module")
+def five() -> Iterator[list[RedisServer]]:
+    """Five independent masters, shared by a module's tests (for RedLock and MultiLock)."""
+    servers = [RedisServer() for _ in range(5)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def doomed() -> Iterator[list[RedisServer]]:
+    """Five masters of one test's own, which it may kill, pause or restart."""
+    servers = [RedisServer() for _ in range(5)]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
 @pytest.fixture(params=list(BACKENDS))
 def url(request: pytest.FixtureRequest) -> str:
     """A server of each backend: fakeredis, a real redis-server, a real 3-master cluster."""

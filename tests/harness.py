@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import queue
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis
@@ -20,6 +20,7 @@ import redis.client
 
 import syncprims
 import syncprims.asyncio
+from syncprims._embedded import RedisServer
 from syncprims._transport.connections import plain_client
 
 __all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "raw_redis", "within"]
@@ -36,6 +37,19 @@ def raw_redis(url: str) -> Any:
 def raw_command(client: redis.Redis, *args: str | int) -> Any:
     """``client.execute_command(*args)``: redis-py leaves that method unannotated."""
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def lock_fields(servers: Sequence[RedisServer], name: str) -> list[int]:
+    """How many fields the lock hash ``name`` has on each server (0 when free or dead)."""
+    out = []
+    for server in servers:
+        try:
+            r = redis.Redis.from_url(server.url, socket_timeout=0.5)
+            out.append(int(r.hlen(name)))
+            r.close()
+        except redis.exceptions.RedisError:
+            out.append(0)
+    return out
 
 
 class RawSubscriber:

@@ -4,52 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 import syncprims
 from syncprims import LockNotHeldError
 from syncprims._embedded import RedisServer
-from tests.harness import Face, within
+from tests.harness import Face, lock_fields, within
 
 pytestmark = pytest.mark.real
 
 
-@pytest.fixture(scope="module")
-def five() -> Iterator[list[RedisServer]]:
-    servers = [RedisServer() for _ in range(5)]
-    yield servers
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
-def doomed() -> Iterator[list[RedisServer]]:
-    """Five masters a test may kill, pause or restart."""
-    servers = [RedisServer() for _ in range(5)]
-    yield servers
-    for server in servers:
-        server.stop()
-
-
 def _urls(servers: list[RedisServer]) -> list[str]:
     return [s.url for s in servers]
-
-
-def _holders(servers: list[RedisServer], name: str) -> list[int]:
-    """How many fields the lock hash has on each live master (0 when free or dead)."""
-    out = []
-    for server in servers:
-        try:
-            r = redis.Redis.from_url(server.url, socket_timeout=0.5)
-            out.append(int(r.hlen(name)))
-            r.close()
-        except redis.exceptions.RedisError:
-            out.append(0)
-    return out
 
 
 async def test_red_lock_on_five_masters(face: Face, five: list[RedisServer], name: str) -> None:
@@ -57,15 +25,15 @@ async def test_red_lock_on_five_masters(face: Face, five: list[RedisServer], nam
     red = masters.get_red_lock(name)
     a, b = face.actor(), face.actor()
     assert await a(red.try_lock, lease_time=10)
-    assert _holders(five, name) == [1, 1, 1, 1, 1]
+    assert lock_fields(five, name) == [1, 1, 1, 1, 1]
     assert await a(red.is_held_by_current_thread)
     validity = await a(red.validity_time)
     assert validity is not None and 9.5 < validity <= 10
     assert not await b(red.try_lock)
     assert not await b(red.try_lock, wait_time=0.3)
-    assert _holders(five, name) == [1, 1, 1, 1, 1]  # b's attempts left nothing behind
+    assert lock_fields(five, name) == [1, 1, 1, 1, 1]  # b's attempts left nothing behind
     await a(red.unlock)
-    assert _holders(five, name) == [0, 0, 0, 0, 0]
+    assert lock_fields(five, name) == [0, 0, 0, 0, 0]
     assert await b(red.try_lock, wait_time=1)
     await b(red.unlock)
 
@@ -141,7 +109,7 @@ async def test_masters_restarted_empty_do_not_break_exclusion(
     doomed[1].restart()
     await asyncio.sleep(0.2)
     assert not await b(second.get_red_lock(name).try_lock, wait_time=0.5, lease_time=30)
-    assert _holders(doomed, name)[2:] == [1, 1, 1]
+    assert lock_fields(doomed, name)[2:] == [1, 1, 1]
 
 
 async def test_validity_time_and_expiry(face: Face, five: list[RedisServer], name: str) -> None:
@@ -157,7 +125,7 @@ async def test_validity_time_and_expiry(face: Face, five: list[RedisServer], nam
     assert later is not None and later < first - 0.15
     await asyncio.sleep(0.5)
     assert await a(red.validity_time) == 0
-    assert _holders(five, name) == [0, 0, 0, 0, 0]  # the leases ran out everywhere
+    assert lock_fields(five, name) == [0, 0, 0, 0, 0]  # the leases ran out everywhere
     with pytest.raises(LockNotHeldError):
         await a(red.unlock)
 
@@ -257,7 +225,7 @@ def test_cancelled_async_acquire_leaves_nothing_held(five: list[RedisServer], na
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         await asyncio.sleep(0.3)  # undoing abandoned calls runs in the background
-        held = _holders(five, name)
+        held = lock_fields(five, name)
         assert held == [1, 1, 1, 0, 0]  # only the blockers' own holds
         await masters.shutdown()
 

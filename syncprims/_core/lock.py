@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import Any, TypeAlias
 
 from syncprims._core.executor import Call, Executor
@@ -35,7 +34,13 @@ from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.names import lock_channel, unlock_latch_key
-from syncprims._protocol.timing import drift, lease_ms, to_seconds, wait_seconds
+from syncprims._protocol.timing import (
+    check_duration_type,
+    drift,
+    lease_ms,
+    to_seconds,
+    wait_seconds,
+)
 from syncprims._services.pubsub import lock_policy
 from syncprims._services.watchdog import LOCK_RENEWAL, RenewalKind
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
@@ -54,12 +59,8 @@ def threading_wait(blocking: object, timeout: object) -> float:
     """
     if not isinstance(blocking, bool):
         raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float, timedelta))
-    ):
-        raise TypeError(
-            f"timeout must be seconds (int or float) or a timedelta, not {type(timeout).__name__}"
-        )
+    if timeout is not None:
+        check_duration_type(timeout, "timeout")
     if timeout == -1 or timeout is None:
         return math.inf if blocking else 0.0
     if not blocking:

@@ -15,6 +15,7 @@ from typing import TypeAlias
 __all__ = [
     "MAX_LEASE_SECONDS",
     "Duration",
+    "check_duration_type",
     "equal_jitter_delay",
     "lease_ms",
     "to_seconds",
@@ -28,6 +29,15 @@ form from 1e14 ms on; a cap far below that keeps every script's arithmetic exact
 
 Duration: TypeAlias = float | int | timedelta
 """A duration in seconds (``int`` or ``float``) or a :class:`datetime.timedelta`."""
+
+
+def check_duration_type(value: object, what: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is seconds (``int``/``float``, not ``bool``) or a
+    ``timedelta``; ``what`` names the argument in the message."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise TypeError(
+            f"{what} must be seconds (int or float) or a timedelta, not {type(value).__name__}"
+        )
 
 
 def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
@@ -47,17 +57,15 @@ def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
         TypeError: ``value`` is not a number or a ``timedelta`` (``bool`` is refused).
         ValueError: ``value`` is negative, NaN, or zero when ``allow_zero`` is false.
     """
+    check_duration_type(value, what)
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    else:
+        assert isinstance(value, (int, float))
         try:
             seconds = float(value)
         except OverflowError:  # an int beyond any float
             seconds = math.inf if value > 0 else -math.inf
-    else:
-        raise TypeError(
-            f"{what} must be seconds (int or float) or a timedelta, not {type(value).__name__}"
-        )
     if math.isnan(seconds):
         raise ValueError(f"{what} must not be NaN")
     if seconds < 0:

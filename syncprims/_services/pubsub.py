@@ -92,6 +92,11 @@ class Subscription:
         self.ready = Signal()
         self.error: ServerReplyError | None = None  # Redis refused the SUBSCRIBE
 
+    def raise_if_refused(self) -> None:
+        """Raise the ``ServerReplyError`` with which Redis refused this subscription, if any."""
+        if self.error is not None:
+            raise self.error
+
     def wake_all(self) -> None:
         """Wake every local user of the channel, blocked now or about to wait."""
         n = self.refcount
@@ -231,15 +236,22 @@ class PubSubRegistry:
 
     # -- reader thread ----------------------------------------------------------------------
 
+    def _answered_locked(self, channel: str) -> bool:
+        """Count one answer (a confirmation or a refusal) to a SUBSCRIBE of ``channel``;
+        ``True`` when none is pending any more."""
+        left = self._pending.get(channel, 0) - 1
+        if left > 0:
+            self._pending[channel] = left
+            return False
+        self._pending.pop(channel, None)
+        return True
+
     def _on_confirm(self, channel: str) -> None:
         with self._mutex:
             if channel in self._order:
                 self._order.remove(channel)  # the oldest first: replies come in order
-            left = self._pending.get(channel, 0) - 1
-            if left > 0:
-                self._pending[channel] = left
+            if not self._answered_locked(channel):
                 return
-            self._pending.pop(channel, None)
             sub = self._entries.get(channel)
         if sub is not None:
             sub.ready.set()
@@ -359,11 +371,7 @@ class PubSubRegistry:
             if not self._order:
                 return False
             channel = self._order.popleft()
-            left = self._pending.get(channel, 0) - 1
-            if left > 0:
-                self._pending[channel] = left
-            else:
-                self._pending.pop(channel, None)
+            self._answered_locked(channel)
             sub = self._entries.pop(channel, None)  # the next user subscribes (and is refused) anew
         if isinstance(error, _REDIRECTED):
             # A cluster slot on the move: not a refusal. As for an unrequested SUNSUBSCRIBE,

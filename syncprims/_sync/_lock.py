@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from types import TracebackType
 from typing import Self
 
@@ -15,7 +14,6 @@ from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._objects import RExpirable
-from syncprims.errors import LockNotHeldError, TransportError
 
 __all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
@@ -161,13 +159,6 @@ class RLock(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         _run(self._core.ensure_held(_owner()))
-
-    def _give_back_lost(self, owner: int) -> None:
-        """After a loss seen here: release the block's hold should Redis still have it (a
-        lease is counted as ended slightly before Redis expires it), so that the next
-        acquire does not re-enter a hold that is about to vanish."""
-        with contextlib.suppress(LockNotHeldError, TransportError):
-            _run(self._core.unlock(owner))
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.

@@ -248,14 +248,12 @@ class SyncExecutor(ExecutorBase):
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
         ready = sub.ready.wait_sync(timeout)
-        if sub.error is not None:
-            raise sub.error
+        sub.raise_if_refused()
         return ready
 
     async def wait(self, sub: Subscription, timeout: float | None) -> bool:
         woken = sub.latch.wait_sync(timeout)
-        if sub.error is not None:
-            raise sub.error
+        sub.raise_if_refused()
         return woken
 
     async def sleep(self, seconds: float) -> None:
@@ -342,14 +340,12 @@ class AsyncExecutor(ExecutorBase):
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
         ready = await sub.ready.wait_async(timeout)
-        if sub.error is not None:
-            raise sub.error
+        sub.raise_if_refused()
         return ready
 
     async def wait(self, sub: Subscription, timeout: float | None) -> bool:
         woken = await sub.latch.wait_async(timeout)
-        if sub.error is not None:
-            raise sub.error
+        sub.raise_if_refused()
         return woken
 
     async def sleep(self, seconds: float) -> None:

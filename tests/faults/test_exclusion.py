@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -12,19 +12,11 @@ from tests.faults.checker import KINDS, Plan, check
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 
 
-@pytest.fixture(scope="module")
-def masters() -> Iterator[list[RedisServer]]:
-    servers = [RedisServer() for _ in range(5)]
-    yield servers
-    for server in servers:
-        server.stop()
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_overlap_and_an_exact_counter(
-    kind: str, masters: list[RedisServer], record_property: Callable[[str, object], None]
+    kind: str, five: list[RedisServer], record_property: Callable[[str, object], None]
 ) -> None:
-    urls = tuple(s.url for s in masters) if kind == "redlock" else (masters[0].url,)
+    urls = tuple(s.url for s in five) if kind == "redlock" else (five[0].url,)
     report = check(Plan(urls=urls, kind=kind))  # 3 processes x 2 threads, 2 s
     record_property(f"exclusion_{kind}_sections", report.sections)
     assert report.sections > 20
@@ -34,10 +26,10 @@ def test_no_overlap_and_an_exact_counter(
     assert report.correct
 
 
-def test_the_checker_catches_a_broken_lock(masters: list[RedisServer]) -> None:
+def test_the_checker_catches_a_broken_lock(five: list[RedisServer]) -> None:
     # A lease (50 ms) shorter than the critical section (150 ms): holders overlap.
     report = check(
-        Plan(urls=(masters[0].url,), kind="fenced", seconds=2.0, hold=0.15, lease_time=0.05)
+        Plan(urls=(five[0].url,), kind="fenced", seconds=2.0, hold=0.15, lease_time=0.05)
     )
     assert not report.correct
     assert report.overlaps > 0

@@ -8,26 +8,18 @@ docs/guarantees.md.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-import redis
 
 import syncprims
 from syncprims._embedded import RedisServer
+from tests.harness import lock_fields
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 
 Record = Callable[[str, object], None]
 NODE_TIMEOUT = 0.3  # per-master reply timeout of these clients
-
-
-@pytest.fixture
-def masters() -> Iterator[list[RedisServer]]:
-    servers = [RedisServer() for _ in range(5)]
-    yield servers
-    for server in servers:
-        server.stop()
 
 
 def _connect(servers: list[RedisServer]) -> syncprims.MasterSet:
@@ -36,24 +28,16 @@ def _connect(servers: list[RedisServer]) -> syncprims.MasterSet:
     )
 
 
-def _fields(server: RedisServer, name: str) -> int:
-    r = redis.Redis(port=server.port, socket_timeout=1)
-    try:
-        return int(r.hlen(name))
-    finally:
-        r.close()
-
-
 def test_two_frozen_masters_of_five_cost_one_node_timeout(
-    masters: list[RedisServer], name: str, record_property: Record
+    doomed: list[RedisServer], name: str, record_property: Record
 ) -> None:
-    first, second = _connect(masters), _connect(masters)
+    first, second = _connect(doomed), _connect(doomed)
     try:
         mine, theirs = first.get_red_lock(name), second.get_red_lock(name)
         assert mine.try_lock(lease_time=10)  # every connection is open now
         mine.unlock()
-        masters[0].pause()
-        masters[1].pause()
+        doomed[0].pause()
+        doomed[1].pause()
         try:
             started = time.monotonic()
             assert mine.try_lock(lease_time=10)
@@ -69,22 +53,22 @@ def test_two_frozen_masters_of_five_cost_one_node_timeout(
             assert theirs.try_lock(wait_time=2, lease_time=10)
             theirs.unlock()
         finally:
-            masters[0].resume()
-            masters[1].resume()
+            doomed[0].resume()
+            doomed[1].resume()
     finally:
         first.shutdown()
         second.shutdown()
 
 
 def test_three_frozen_masters_of_five_fail_within_the_wait(
-    masters: list[RedisServer], name: str, record_property: Record
+    doomed: list[RedisServer], name: str, record_property: Record
 ) -> None:
-    group = _connect(masters)
+    group = _connect(doomed)
     try:
         red = group.get_red_lock(name)
         assert red.try_lock(lease_time=10)
         red.unlock()
-        for server in masters[:3]:
+        for server in doomed[:3]:
             server.pause()
         try:
             started = time.monotonic()
@@ -94,9 +78,9 @@ def test_three_frozen_masters_of_five_fail_within_the_wait(
             # the wait, plus at most one attempt's per-node timeout, plus scheduling slack
             assert took < 1 + NODE_TIMEOUT + 0.5
             # what the minority granted was given back
-            assert [_fields(s, name) for s in masters[3:]] == [0, 0]
+            assert lock_fields(doomed[3:], name) == [0, 0]
         finally:
-            for server in masters[:3]:
+            for server in doomed[:3]:
                 server.resume()
         assert red.try_lock(wait_time=2, lease_time=10)  # works again once they answer
         red.unlock()
@@ -105,28 +89,28 @@ def test_three_frozen_masters_of_five_fail_within_the_wait(
 
 
 def test_a_quorum_member_restarted_empty_allows_a_second_holder(
-    masters: list[RedisServer], name: str
+    doomed: list[RedisServer], name: str
 ) -> None:
     """The documented caveat, reproduced: A holds a bare majority (3 of 5, two masters were
     down when it acquired); one of its three restarts without persistence; B then gathers
     the restarted one and the two that came back: two holders at once. The remedy (docs:
     multi-lock.md) is persistence with fsync, or keeping a restarted master out for longer
     than the longest lease, shown last."""
-    a_group, b_group = _connect(masters), _connect(masters)
+    a_group, b_group = _connect(doomed), _connect(doomed)
     try:
         mine, theirs = a_group.get_red_lock(name), b_group.get_red_lock(name)
-        masters[3].kill()
-        masters[4].kill()
+        doomed[3].kill()
+        doomed[4].kill()
         assert mine.try_lock(lease_time=30)
-        assert [_fields(s, name) for s in masters[:3]] == [1, 1, 1]
-        masters[3].start()
-        masters[4].start()
-        masters[2].restart()  # forgets A's sub-lock
+        assert lock_fields(doomed[:3], name) == [1, 1, 1]
+        doomed[3].start()
+        doomed[4].start()
+        doomed[2].restart()  # forgets A's sub-lock
         time.sleep(0.2)
         assert theirs.try_lock(wait_time=2, lease_time=30)  # masters 2, 3 and 4
         assert mine.is_locked() and theirs.is_held_by_current_thread()
         assert mine.validity_time() is not None and theirs.validity_time() is not None
-        assert [_fields(s, name) for s in masters] == [1, 1, 1, 1, 1]  # A: 0-1, B: 2-4
+        assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]  # A: 0-1, B: 2-4
         # A can find out by asking (it holds 2 of 5 now), and its unlock says so; its
         # validity time, a local clock, cannot know.
         assert not mine.is_held_by_current_thread()
@@ -135,12 +119,12 @@ def test_a_quorum_member_restarted_empty_allows_a_second_holder(
             mine.unlock()
 
         # The remedy: a master that restarts stays out for longer than the longest lease.
-        masters[3].kill()
-        masters[4].kill()
+        doomed[3].kill()
+        doomed[4].kill()
         assert mine.try_lock(lease_time=1)
-        masters[2].kill()
+        doomed[2].kill()
         time.sleep(1.1)  # out of service for longer than the lease
-        for server in masters[2:]:
+        for server in doomed[2:]:
             server.start()
         time.sleep(0.2)
         assert theirs.try_lock(wait_time=2, lease_time=30)
