@@ -33,9 +33,9 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from syncprims._core.executor import Executor
-from syncprims._core.lock import UNLOCK_MESSAGE, Command, LockCore
+from syncprims._core.lock import UNLOCK_MESSAGE, LockCore
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Executor, ScriptCall
 from syncprims._protocol.names import prefix_name
 from syncprims._protocol.timing import MAX_LEASE_SECONDS
 
@@ -62,9 +62,9 @@ class FairLockCore(LockCore):
             return max(1, math.ceil(min(wait, MAX_LEASE_SECONDS) * 1000))
         return math.ceil(self._ex.config.fair_lock_wait_timeout * 1000)
 
-    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
+    def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
         enqueue = "1" if wait > 0 else "0"
-        return (
+        return ScriptCall(
             scripts.FAIR_ACQUIRE,
             [self.name, self.queue, self.timeouts],
             [lease, field, self.slot_ms(wait), self._ex.wall_ms(), enqueue],
@@ -80,9 +80,9 @@ class FairLockCore(LockCore):
 
     async def _leave_queue(self, field: str, wait: float) -> None:
         await self.run_script(
-            scripts.FAIR_GIVE_UP,
-            [self.queue, self.timeouts],
-            [field, self.slot_ms(wait)],
+            ScriptCall(
+                scripts.FAIR_GIVE_UP, [self.queue, self.timeouts], [field, self.slot_ms(wait)]
+            ),
             action="leaving the queue of",
         )
 
@@ -92,9 +92,9 @@ class FairLockCore(LockCore):
         elif wait > 0:
             await self._leave_queue(field, wait)
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         ex = self._ex
-        return (
+        return ScriptCall(
             scripts.FAIR_UNLOCK,
             [self.name, self.queue, self.timeouts, self.channel, latch],
             [
@@ -103,12 +103,12 @@ class FairLockCore(LockCore):
                 field,
                 ex.wall_ms(),
                 self.publish,
-                ex.config.unlock_latch_ttl_ms,
+                ex.bounds.unlock_latch_ttl_ms,
             ],
         )
 
-    def force_unlock_command(self) -> Command:
-        return (
+    def force_unlock_command(self) -> ScriptCall:
+        return ScriptCall(
             scripts.FAIR_FORCE_UNLOCK,
             [self.name, self.queue, self.timeouts, self.channel],
             [UNLOCK_MESSAGE, self._ex.wall_ms(), self.publish],

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from syncprims._core.executor import Executor
-from syncprims._core.lock import Command, LockCore
+from syncprims._core.lock import LockCore
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Executor, ScriptCall
 from syncprims._protocol.names import prefix_name
 
 __all__ = ["FencedLockCore"]
@@ -40,8 +40,8 @@ class FencedLockCore(LockCore):
         """The lock and its token counter."""
         return [self.name, self.token_key]
 
-    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
-        return scripts.FENCED_ACQUIRE, [self.name, self.token_key], [lease, field]
+    def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        return ScriptCall(scripts.FENCED_ACQUIRE, [self.name, self.token_key], [lease, field])
 
     def reply_ttl(self, reply: Any) -> int | None:
         flag, value = reply

@@ -10,15 +10,24 @@ and releases its waiters (Redisson leaves them waiting).
 
 from __future__ import annotations
 
-from syncprims._core.executor import Executor
 from syncprims._core.objects import ObjectCore
 from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.timing import wait_seconds
 from syncprims._protocol.values import check_count
-from syncprims._services.pubsub import latch_policy
 
-__all__ = ["CountDownLatchCore"]
+__all__ = ["CountDownLatchCore", "latch_policy"]
+
+OPEN_MESSAGE = b"0"
+"""Published when the count reaches zero (``1`` announces a new count and wakes nobody)."""
+
+
+def latch_policy(waiters: Wakeable, message: bytes) -> None:
+    """The wake-up rule of a count-down latch's channel: ``0`` opens the latch (wakes every
+    waiter); ``1`` (a new count) wakes nobody."""
+    if message == OPEN_MESSAGE:
+        waiters.wake_all()
 
 
 class CountDownLatchCore(ObjectCore):
@@ -33,9 +42,7 @@ class CountDownLatchCore(ObjectCore):
     async def _op(self, op: str, count: int = 0) -> int:
         return int(
             await self.run_script(
-                scripts.LATCH_OPS,
-                [self.name],
-                [op, count, self.publish, self.channel],
+                ScriptCall(scripts.LATCH_OPS, [self.name], [op, count, self.publish, self.channel]),
                 action="updating",
             )
         )

@@ -25,51 +25,51 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import Any
 
-from syncprims._core.executor import Call, Executor
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
 from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import (
+    Arg,
+    Call,
+    Executor,
+    RenewalKind,
+    ScriptCall,
+    Wakeable,
+)
 from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.names import lock_channel, unlock_latch_key
-from syncprims._protocol.timing import (
-    check_duration_type,
-    drift,
-    lease_ms,
-    to_seconds,
-    wait_seconds,
-)
-from syncprims._services.pubsub import lock_policy
-from syncprims._services.watchdog import LOCK_RENEWAL, RenewalKind
+from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
 
-__all__ = ["LockCore"]
+__all__ = ["LOCK_RENEWAL", "LockCore", "lock_policy"]
 
 UNLOCK_MESSAGE = "0"
 
 
-def threading_wait(blocking: object, timeout: object) -> float:
-    """The wait time, seconds, of ``threading.Lock.acquire(blocking, timeout)``.
+def lock_policy(waiters: Wakeable, message: bytes) -> None:
+    """The wake-up rule of lock channels (redisson-spec.md 1.6): ``0`` (a release) wakes one
+    local waiter, ``1`` (a write-lock release of a read-write lock) wakes them all.
 
-    Raises:
-        TypeError: ``blocking`` is not a bool.
-        ValueError: a timeout with ``blocking=False``, or a negative timeout other than -1.
+    Unlike Redisson, ``1`` also leaves a permit for each local user that is between two
+    attempts, so that none of them sleeps until the TTL on a message it just missed.
     """
-    if not isinstance(blocking, bool):
-        raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
-    if timeout is not None:
-        check_duration_type(timeout, "timeout")
-    if timeout == -1 or timeout is None:
-        return math.inf if blocking else 0.0
-    if not blocking:
-        raise ValueError("can't specify a timeout for a non-blocking call")
-    return to_seconds(timeout, "timeout")
+    if message == b"1":
+        waiters.wake_all()
+    else:
+        waiters.wake(1)
 
 
-Command: TypeAlias = tuple[scripts.Script, list[str], list[str | int | bytes]]
-"""A script call: the script, its KEYS and its ARGV."""
+def _lock_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[Arg]]:
+    args: list[Arg] = [lease]
+    args.extend(field for _, field in batch)
+    return [name for name, _ in batch], args
+
+
+LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_renew_command)
+"""Plain lock holds (RLock, FairLock, FencedLock, the write side of a read-write lock)."""
 
 
 class LockCore(ExpirableCore):
@@ -104,9 +104,9 @@ class LockCore(ExpirableCore):
 
     # -- hooks a lock kind overrides ------------------------------------------------------------
 
-    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
+    def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
         """The acquire script call for ``field`` (``wait``: the caller's wait time, seconds)."""
-        return scripts.LOCK_ACQUIRE, [self.name], [lease, field]
+        return ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
 
     def wait_channel(self, field: str) -> str:
         """The channel that announces a release to ``field``'s waits."""
@@ -121,18 +121,18 @@ class LockCore(ExpirableCore):
         if self.reply_ttl(late_reply) is None:  # the abandoned attempt did acquire: undo it
             await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         """The unlock script call; its reply: nil (not held), 0 (still held), 1 (released)."""
         ex = self._ex
-        return (
+        return ScriptCall(
             scripts.LOCK_UNLOCK,
             [self.name, self.channel, latch],
-            [UNLOCK_MESSAGE, lease, field, self.publish, ex.config.unlock_latch_ttl_ms],
+            [UNLOCK_MESSAGE, lease, field, self.publish, ex.bounds.unlock_latch_ttl_ms],
         )
 
-    def force_unlock_command(self) -> Command:
+    def force_unlock_command(self) -> ScriptCall:
         """The force-unlock script call; its reply: 1 when a lock was deleted."""
-        return (
+        return ScriptCall(
             scripts.LOCK_FORCE_UNLOCK,
             [self.name, self.channel],
             [UNLOCK_MESSAGE, self.publish],
@@ -143,14 +143,14 @@ class LockCore(ExpirableCore):
     async def attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms)."""
         ex = self._ex
-        script, keys, args = self.acquire_command(field, lease, wait)
+        call = self.acquire_command(field, lease, wait)
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                script,
-                keys,
-                args,
+                call.script,
+                call.keys,
+                call.args,
                 context=self.context("acquiring"),
                 on_orphan=lambda late: self.on_abandoned_attempt(field, wait, late),
             ),
@@ -318,12 +318,9 @@ class LockCore(ExpirableCore):
 
     def acquire_call(self, field: str, lease: int) -> Call:
         """A single acquire attempt (never queues) as a fan-out call."""
-        script, keys, args = self.acquire_command(field, lease, 0.0)
         return Call(
             self._ex,
-            script,
-            keys,
-            args,
+            self.acquire_command(field, lease, 0.0),
             self.context("acquiring"),
             lambda late: self.on_abandoned_attempt(field, 0.0, late),
         )
@@ -332,15 +329,16 @@ class LockCore(ExpirableCore):
         """An unlock of one hold of ``field`` as a fan-out call, and its latch key."""
         latch = unlock_latch_key(self.name, new_request_id())
         lease = self._leases.get(field, self._watchdog_ms())
-        script, keys, args = self.unlock_command(field, lease, latch)
-        return Call(self._ex, script, keys, args, self.context("releasing")), latch
+        return Call(
+            self._ex, self.unlock_command(field, lease, latch), self.context("releasing")
+        ), latch
 
     async def retry_release(self, call: Call) -> Any:
         """Retry a release call alone (idempotent: the same latch key)."""
         ex = self._ex
         return await with_retry(
             ex,
-            lambda: ex.eval(call.script, call.keys, call.args, context=call.context),
+            lambda: ex.eval(call.call.script, call.call.keys, call.call.args, context=call.context),
             idempotent=True,
         )
 
@@ -355,10 +353,10 @@ class LockCore(ExpirableCore):
     async def _unlock_field(self, field: str, lease: int) -> Any:
         ex = self._ex
         latch = unlock_latch_key(self.name, new_request_id())
-        script, keys, args = self.unlock_command(field, lease, latch)
+        call = self.unlock_command(field, lease, latch)
         context = self.context("releasing")
         reply = await with_retry(
-            ex, lambda: ex.eval(script, keys, args, context=context), idempotent=True
+            ex, lambda: ex.eval(call.script, call.keys, call.args, context=context), idempotent=True
         )
         ex.janitor.discard(latch)
         if reply != 0:  # released, or not held: forget this owner's lease
@@ -389,8 +387,8 @@ class LockCore(ExpirableCore):
     async def force_unlock(self) -> bool:
         """Delete the lock whoever holds it and wake waiters; ``True`` if it was held."""
         self._ex.watchdog.cancel_all(self.name)
-        script, keys, args = self.force_unlock_command()
-        reply = await self.run_script(script, keys, args, action="force-unlocking")
+        call = self.force_unlock_command()
+        reply = await self.run_script(call, action="force-unlocking")
         return bool(reply == 1)
 
     async def delete(self) -> bool:

@@ -33,10 +33,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from syncprims._core.executor import Call, Executor
-from syncprims._core.lock import LockCore, threading_wait
-from syncprims._protocol.timing import drift, lease_ms, wait_seconds
-from syncprims._services.pubsub import Subscription, lock_policy
+from syncprims._core.lock import LockCore, lock_policy
+from syncprims._protocol.contracts import Call, Executor, Subscription
+from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
 
 __all__ = ["MultiLockCore", "RedLockCore"]
@@ -135,7 +134,7 @@ class MultiLockCore:
                 if waiting is None and busy:
                     sub, field = plans[busy[0]][0], plans[busy[0]][1]
                     channel = sub.wait_channel(field)
-                    waiting = (sub._ex, sub._ex.subscribe(channel, lock_policy, sub.name))
+                    waiting = (sub._ex, await sub._ex.subscribe(channel, lock_policy, sub.name))
                     await waiting[0].wait_ready(waiting[1], min(remaining, pause))
                     continue  # subscribed: try again at once, then wait for its releases
                 if waiting is not None:

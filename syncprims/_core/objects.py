@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from syncprims._core.executor import Executor
 from syncprims._core.retry import with_retry
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Executor, ScriptCall
 from syncprims._protocol.names import check_cluster_name, check_name
 from syncprims._protocol.timing import lease_ms
 
@@ -56,14 +56,12 @@ class ObjectCore:
             idempotent=True,
         )
 
-    async def run_script(
-        self, script: scripts.Script, keys: list[str], args: list[str | int | bytes], *, action: str
-    ) -> Any:
+    async def run_script(self, call: ScriptCall, *, action: str) -> Any:
         """Run an idempotent script, with retries."""
         context = self.context(action)
         return await with_retry(
             self._ex,
-            lambda: self._ex.eval(script, keys, args, context=context),
+            lambda: self._ex.eval(call.script, call.keys, call.args, context=context),
             idempotent=True,
         )
 
@@ -95,7 +93,9 @@ class ExpirableCore(ObjectCore):
         """
         ms = lease_ms(ttl, "ttl")
         return bool(
-            await self.run_script(scripts.EXPIRE, self.keys(), ["pexpire", ms], action="expiring")
+            await self.run_script(
+                ScriptCall(scripts.EXPIRE, self.keys(), ["pexpire", ms]), action="expiring"
+            )
         )
 
     async def expire_at(self, when: object) -> bool:
@@ -109,14 +109,16 @@ class ExpirableCore(ObjectCore):
         epoch_ms = round(when.timestamp() * 1000)
         return bool(
             await self.run_script(
-                scripts.EXPIRE, self.keys(), ["pexpireat", epoch_ms], action="expiring"
+                ScriptCall(scripts.EXPIRE, self.keys(), ["pexpireat", epoch_ms]), action="expiring"
             )
         )
 
     async def clear_expire(self) -> bool:
         """``PERSIST`` every key; ``True`` if any key lost its TTL."""
         return bool(
-            await self.run_script(scripts.CLEAR_EXPIRE, self.keys(), [], action="persisting")
+            await self.run_script(
+                ScriptCall(scripts.CLEAR_EXPIRE, self.keys(), []), action="persisting"
+            )
         )
 
     async def remain_time_to_live(self) -> float | None:

@@ -11,7 +11,7 @@ Redisson sends acquire scripts with "no retry" and admin operations with retry
 
 At most ``Config.retry_attempts`` retries, with equal-jitter back-off between
 ``Config.retry_delay`` bounds, and never one that could end after
-``Config.operation_timeout`` from the first attempt: that is the hard bound of a call.
+``Bounds.operation_timeout`` from the first attempt: that is the hard bound of a call.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from syncprims._core.executor import Executor
-from syncprims._protocol.timing import equal_jitter_delay
+from syncprims._protocol.contracts import Executor
 from syncprims.errors import TransportError
 
 __all__ = ["with_retry"]
@@ -34,17 +33,17 @@ async def with_retry(ex: Executor, op: Callable[[], Awaitable[T]], *, idempotent
     Raises:
         TransportError: the last error, once retries are spent or not allowed.
     """
-    config = ex.config
-    deadline = ex.monotonic() + config.operation_timeout
-    per_attempt = config.connect_timeout + config.timeout
+    bounds = ex.bounds
+    deadline = ex.monotonic() + bounds.operation_timeout
+    per_attempt = bounds.connect_timeout + bounds.timeout
     attempt = 0
     while True:
         try:
             return await op()
         except TransportError as error:
-            if attempt >= config.retry_attempts or (error.maybe_executed and not idempotent):
+            if attempt >= bounds.retry_attempts or (error.maybe_executed and not idempotent):
                 raise
-            delay = equal_jitter_delay(attempt, *config.retry_delay)
+            delay = ex.retry_delay(attempt)
             if ex.monotonic() + delay + per_attempt > deadline:
                 raise
         await ex.sleep(delay)

@@ -26,12 +26,11 @@ so a constant stream of overlapping readers can delay it (see ``docs/rw-lock.md`
 
 from __future__ import annotations
 
-from syncprims._core.executor import Executor
-from syncprims._core.lock import Command, LockCore
+from syncprims._core.lock import LockCore
 from syncprims._core.objects import ExpirableCore
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Arg, Executor, RenewalKind, ScriptCall
 from syncprims._protocol.names import key_prefix, prefix_name, rw_lease_prefix
-from syncprims._services.watchdog import RenewalKind
 
 __all__ = ["ReadLockCore", "ReadWriteLockCore", "WriteLockCore"]
 
@@ -39,11 +38,9 @@ READ_UNLOCK_MESSAGE = "0"
 WRITE_UNLOCK_MESSAGE = "1"
 
 
-def _read_renew_command(
-    lease: int, batch: list[tuple[str, str]]
-) -> tuple[list[str], list[str | int | bytes]]:
+def _read_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[Arg]]:
     keys: list[str] = []
-    args: list[str | int | bytes] = [lease]
+    args: list[Arg] = [lease]
     for name, field in batch:
         keys += [name, key_prefix(name)]
         args.append(field)
@@ -68,16 +65,16 @@ class ReadLockCore(_SideCore):
     kind = "read lock"
     renewal = READ_RENEWAL
 
-    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
-        return (
+    def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        return ScriptCall(
             scripts.RW_READ_ACQUIRE,
             [self.name, rw_lease_prefix(self.name, field)],
             [lease, field, f"{field}:write"],
         )
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         ex = self._ex
-        return (
+        return ScriptCall(
             scripts.RW_READ_UNLOCK,
             [
                 self.name,
@@ -86,11 +83,11 @@ class ReadLockCore(_SideCore):
                 key_prefix(self.name),
                 latch,
             ],
-            [READ_UNLOCK_MESSAGE, field, self.publish, ex.config.unlock_latch_ttl_ms],
+            [READ_UNLOCK_MESSAGE, field, self.publish, ex.bounds.unlock_latch_ttl_ms],
         )
 
-    def force_unlock_command(self) -> Command:
-        return (
+    def force_unlock_command(self) -> ScriptCall:
+        return ScriptCall(
             scripts.RW_FORCE_UNLOCK,
             [self.name, self.channel],
             ["read", READ_UNLOCK_MESSAGE, self.publish],
@@ -114,12 +111,12 @@ class WriteLockCore(_SideCore):
     def field(self, owner: int) -> str:
         return f"{super().field(owner)}:write"
 
-    def acquire_command(self, field: str, lease: int, wait: float) -> Command:
-        return scripts.RW_WRITE_ACQUIRE, [self.name], [lease, field]
+    def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        return ScriptCall(scripts.RW_WRITE_ACQUIRE, [self.name], [lease, field])
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> Command:
+    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         ex = self._ex
-        return (
+        return ScriptCall(
             scripts.RW_WRITE_UNLOCK,
             [self.name, self.channel, latch],
             [
@@ -127,12 +124,12 @@ class WriteLockCore(_SideCore):
                 lease,
                 field,
                 self.publish,
-                ex.config.unlock_latch_ttl_ms,
+                ex.bounds.unlock_latch_ttl_ms,
             ],
         )
 
-    def force_unlock_command(self) -> Command:
-        return (
+    def force_unlock_command(self) -> ScriptCall:
+        return ScriptCall(
             scripts.RW_FORCE_UNLOCK,
             [self.name, self.channel],
             ["write", WRITE_UNLOCK_MESSAGE, self.publish],

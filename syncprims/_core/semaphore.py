@@ -16,22 +16,34 @@ caller gives its permits back.
 
 from __future__ import annotations
 
-import math
 import secrets
 from typing import Any
 
-from syncprims._core.executor import Executor
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
 from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.names import prefix_name, suffix_name
-from syncprims._protocol.timing import lease_ms, wait_seconds
+from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
-from syncprims._services.pubsub import semaphore_policy
 from syncprims.errors import PermitNotHeldError
 
-__all__ = ["NEVER", "PermitExpirableSemaphoreCore", "SemaphoreCore"]
+__all__ = ["NEVER", "PermitExpirableSemaphoreCore", "SemaphoreCore", "semaphore_policy"]
+
+
+def semaphore_policy(waiters: Wakeable, message: bytes) -> None:
+    """The wake-up rule of semaphore channels: the message is the number of permits now
+    available (redisson-spec.md 1.6); it wakes up to that many local waiters. A zero or
+    negative count (after ``add_permits`` of a negative number) wakes nobody (Redisson would
+    fail on it)."""
+    try:
+        available = int(message)
+    except ValueError:
+        return
+    if available > 0:
+        waiters.wake(available)
+
 
 NEVER = 922337203685477
 """The lease expiry score of a permit that never expires (Redisson's constant)."""
@@ -48,9 +60,7 @@ class SemaphoreCore(ExpirableCore):
 
     async def _set(self, op: str, permits: int) -> Any:
         return await self.run_script(
-            scripts.SEM_SET,
-            [self.name, self.channel],
-            [op, permits, self.publish],
+            ScriptCall(scripts.SEM_SET, [self.name, self.channel], [op, permits, self.publish]),
             action="setting the permits of",
         )
 
@@ -111,15 +121,18 @@ class SemaphoreCore(ExpirableCore):
             route=self.name,
         )
 
-    async def acquire(self, permits: object) -> None:
-        """Take ``permits``, waiting as long as it takes."""
-        await self.try_acquire(permits, math.inf)
+    async def acquire(self, permits: object, blocking: object, timeout: object) -> bool:
+        """Take ``permits`` with the ``threading.Semaphore.acquire(blocking, timeout)``
+        protocol (-1: no limit).
+
+        Raises:
+            TypeError, ValueError: a bad count or duration (nothing is sent).
+        """
+        return await self.try_acquire(permits, threading_wait(blocking, timeout))
 
     async def _release(self, permits: int) -> None:
         await self.run_script(
-            scripts.SEM_RELEASE,
-            [self.name, self.channel],
-            [permits, self.publish],
+            ScriptCall(scripts.SEM_RELEASE, [self.name, self.channel], [permits, self.publish]),
             action="releasing",
         )
 
@@ -147,9 +160,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
     async def _admin(self, op: str, value: int = 0, permit: bytes = b"") -> Any:
         ex = self._ex
         return await self.run_script(
-            scripts.PES_ADMIN,
-            [self.name, self.timeouts, self.channel],
-            [op, ex.wall_ms(), self.publish, value, permit],
+            ScriptCall(
+                scripts.PES_ADMIN,
+                [self.name, self.timeouts, self.channel],
+                [op, ex.wall_ms(), self.publish, value, permit],
+            ),
             action="updating",
         )
 
@@ -221,18 +236,19 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         )
         return permit.hex() if acquired else None
 
-    async def acquire(self, lease_time: object) -> str:
-        """Lease one permit, waiting as long as it takes; returns its id."""
-        permit = await self.try_acquire(math.inf, lease_time)
-        assert permit is not None
-        return permit
+    async def acquire(self, blocking: object, timeout: object, lease_time: object) -> str | None:
+        """Lease one permit with the ``threading.Semaphore.acquire(blocking, timeout)``
+        protocol; its id, or ``None``."""
+        return await self.try_acquire(threading_wait(blocking, timeout), lease_time)
 
     async def _release(self, permit: bytes) -> Any:
         ex = self._ex
         return await self.run_script(
-            scripts.PES_RELEASE,
-            [self.name, self.timeouts, self.channel],
-            [permit, ex.wall_ms(), self.publish],
+            ScriptCall(
+                scripts.PES_RELEASE,
+                [self.name, self.timeouts, self.channel],
+                [permit, ex.wall_ms(), self.publish],
+            ),
             action="releasing a permit of",
         )
 

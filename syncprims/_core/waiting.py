@@ -30,9 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from syncprims._core.executor import Executor
-from syncprims._protocol.timing import equal_jitter_delay
-from syncprims._services.pubsub import WakePolicy
+from syncprims._protocol.contracts import Executor, WakePolicy
 from syncprims.errors import TransportError
 
 __all__ = ["acquire_loop"]
@@ -96,7 +94,11 @@ async def acquire_loop(
         return False
     config = ex.config
     backoff = MIN_BACKOFF
-    sub = ex.subscribe(channel, policy, route)
+    try:
+        sub = await ex.subscribe(channel, policy, route)
+    except BaseException:
+        await _give_up(on_give_up, quietly=True)
+        raise
     try:
         await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
         while True:
@@ -108,7 +110,7 @@ async def acquire_loop(
                 break
             pause = min(remaining, config.wait_recheck_interval)
             if ttl == OUTAGE:
-                pause = min(remaining, equal_jitter_delay(min(outages, 10), *config.retry_delay))
+                pause = min(remaining, ex.retry_delay(min(outages, 10)))
             elif ttl > 0:
                 pause = min(pause, ttl / 1000)
                 backoff = MIN_BACKOFF

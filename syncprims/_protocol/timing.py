@@ -8,16 +8,19 @@ milliseconds.
 from __future__ import annotations
 
 import math
-import random
 from datetime import timedelta
 from typing import TypeAlias
 
+import attrs
+
 __all__ = [
     "MAX_LEASE_SECONDS",
+    "Bounds",
     "Duration",
     "check_duration_type",
-    "equal_jitter_delay",
+    "drift",
     "lease_ms",
+    "threading_wait",
     "to_seconds",
     "wait_seconds",
 ]
@@ -27,8 +30,9 @@ MAX_LEASE_SECONDS = 1e9
 milliseconds, but the scripts add and compare them as Lua numbers, which print in exponent
 form from 1e14 ms on; a cap far below that keeps every script's arithmetic exact."""
 
-Duration: TypeAlias = float | int | timedelta
-"""A duration in seconds (``int`` or ``float``) or a :class:`datetime.timedelta`."""
+Duration: TypeAlias = float | timedelta
+"""A duration: seconds (``float``, or ``int``, which type checkers accept as ``float``) or a
+:class:`datetime.timedelta`."""
 
 
 def check_duration_type(value: object, what: str) -> None:
@@ -110,25 +114,22 @@ def wait_seconds(value: object, what: str = "wait_time") -> float:
     return to_seconds(value, what)
 
 
-def equal_jitter_delay(
-    attempt: int, base: float, cap: float, rng: random.Random | None = None
-) -> float:
-    """Equal-jitter exponential back-off (Redisson ``EqualJitterDelay``), in seconds.
+def threading_wait(blocking: object, timeout: object) -> float:
+    """The wait time, seconds, of ``threading.Lock.acquire(blocking, timeout)``.
 
-    ``e = min(base * 2**attempt, cap)``; the delay is ``e/2 + uniform(0, e/2)``.
-
-    Args:
-        attempt: 0 for the first retry.
-        base: the first delay's upper bound, seconds.
-        cap: the largest ``e``, seconds.
-        rng: the random source (tests pass a seeded one).
-
-    Returns:
-        The delay in seconds, within ``[e/2, e]``.
+    Raises:
+        TypeError: ``blocking`` is not a bool.
+        ValueError: a timeout with ``blocking=False``, or a negative timeout other than -1.
     """
-    e = min(math.ldexp(base, min(attempt, 32)), cap)
-    r: float = (rng or random).random()
-    return e / 2 + r * e / 2
+    if not isinstance(blocking, bool):
+        raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
+    if timeout is not None:
+        check_duration_type(timeout, "timeout")
+    if timeout == -1 or timeout is None:
+        return math.inf if blocking else 0.0
+    if not blocking:
+        raise ValueError("can't specify a timeout for a non-blocking call")
+    return to_seconds(timeout, "timeout")
 
 
 def drift(lease: float) -> float:
@@ -136,3 +137,37 @@ def drift(lease: float) -> float:
     page: 1% of it plus 2 ms). A client counts a lease as ended this much before its nominal
     end, so that a server clock running a little fast cannot expire it first."""
     return lease * 0.01 + 0.002
+
+
+@attrs.frozen
+class Bounds:
+    """How long a client's calls may take, resolved from its options and its redis-py client.
+
+    Attributes:
+        timeout: the longest wait for one reply, seconds.
+        connect_timeout: the longest wait to open one connection, seconds.
+        retry_attempts: retries after a transport error.
+        retry_delay_cap: the longest pause between two attempts, seconds.
+    """
+
+    timeout: float
+    connect_timeout: float
+    retry_attempts: int
+    retry_delay_cap: float
+
+    @property
+    def operation_timeout(self) -> float:
+        """The longest one operation can take, seconds, retries included.
+
+        Each attempt waits at most ``connect_timeout + timeout``, and at most
+        ``retry_delay_cap`` separates two attempts: ``(connect_timeout + timeout +
+        retry_delay_cap) * (retry_attempts + 1)``. No retry starts that could end later.
+        """
+        per_attempt = self.connect_timeout + self.timeout + self.retry_delay_cap
+        return per_attempt * (self.retry_attempts + 1)
+
+    @property
+    def unlock_latch_ttl_ms(self) -> int:
+        """How long an unlock's idempotency key lives, milliseconds: longer than every retry
+        of one unlock call can take (Redisson: ``(timeout + retryDelay) * retryAttempts``)."""
+        return max(1, math.ceil(self.operation_timeout * 1000))

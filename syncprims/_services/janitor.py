@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from syncprims._services.loop import ServiceLoop
+from syncprims._services.loop import Scheduler
 
 __all__ = ["Janitor"]
 
@@ -35,7 +35,7 @@ class Janitor:
 
     def __init__(
         self,
-        services: ServiceLoop,
+        services: Scheduler,
         runner: CommandRunner,
         slot_of: Callable[[str], int] | None = None,
     ) -> None:
@@ -77,11 +77,16 @@ class Janitor:
         except Exception as error:  # they expire by their TTL anyway
             log.debug("janitor: UNLINK of %d keys failed: %s", len(keys), error)
 
-    def pending(self) -> list[str]:
-        """Take the keys not yet deleted (used at shutdown)."""
+    async def flush_now(self) -> None:
+        """Delete the keys not yet deleted, now (at shutdown; on the services loop)."""
         with self._mutex:
             keys, self._keys = self._keys, []
-            return keys
+        by_slot: dict[int, list[str]] = {}
+        for key in keys:
+            by_slot.setdefault(self._slot_of(key), []).append(key)
+        for group in by_slot.values():
+            for start in range(0, len(group), BATCH):
+                await self._unlink(group[start : start + BATCH])
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child."""

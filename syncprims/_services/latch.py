@@ -1,8 +1,8 @@
 """Thread-safe wake-up primitives that both faces can wait on.
 
 A waiter of the sync face blocks its thread on a ``threading`` lock; a waiter of the asyncio
-face awaits a future of its own event loop. Either is woken from the services thread (the
-pub/sub reader) without blocking it.
+face awaits a future of its own event loop. Either is woken by the pub/sub reader (a thread,
+or a task on the waiter's own loop) without blocking it.
 
 :class:`Latch` is Redisson's ``RedissonLockEntry`` latch: a counting semaphore that starts at
 zero; an unlock message releases one permit (or every waiter); a permit nobody waits for is
@@ -55,6 +55,13 @@ class _TaskWaiter(_Waiter):
         self._fut: asyncio.Future[bool] = self._loop.create_future()
 
     def wake(self) -> None:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # woken from a thread without a loop
+            running = None
+        if running is self._loop:  # the asyncio face's reader task: no thread hop
+            _resolve(self._fut, True)
+            return
         # RuntimeError: the waiter's loop is closed, so nobody is waiting any more.
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(_resolve, self._fut, True)

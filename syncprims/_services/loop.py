@@ -1,8 +1,11 @@
-"""The services thread: one asyncio event loop in one daemon thread per client.
+"""Where a client's background services (the watchdog, the key janitor) run.
 
-The watchdog, the pub/sub registry and the key janitor run on it, for both faces. Request
-threads talk to it only with non-blocking, thread-safe calls (:meth:`ServiceLoop.call_soon`);
-they block on it only when they are blocked anyway (a subscription confirmation).
+* The sync face: :class:`ServiceLoop`, one asyncio event loop in one daemon thread per
+  client, started on first use. Request threads talk to it only with non-blocking,
+  thread-safe calls (:meth:`ServiceLoop.call_soon`).
+* The asyncio face: :class:`CallerLoop`, the client's own event loop. A loop blocked for
+  longer than a lease cannot renew it (as with any asyncio library); the holder is told the
+  lock is lost when the loop runs again (``on_lost``, ``hold_or_cancel``).
 """
 
 from __future__ import annotations
@@ -12,14 +15,24 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from syncprims.errors import ClientClosedError
 
-__all__ = ["ServiceLoop"]
+__all__ = ["CallerLoop", "Scheduler", "ServiceLoop"]
 
 log = logging.getLogger("syncprims.services")
 T = TypeVar("T")
+
+
+class Scheduler(Protocol):
+    """What the watchdog and the janitor need from the loop they run on."""
+
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon; thread-safe, never blocks."""
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Start a task on the loop (called on the loop); kept alive until done."""
 
 
 class ServiceLoop:
@@ -119,3 +132,37 @@ class ServiceLoop:
         self._loop = None
         self._thread = None
         self._tasks = set()
+
+
+class CallerLoop:
+    """The asyncio face's services loop: the client's own event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
+        self._loop = loop
+        self._name = name
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon; a no-op once the loop is closed."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Start a task on the loop; it is kept alive until done."""
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: background task failed", self._name, exc_info=task.exception())
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for the background tasks, then cancel them."""
+        if self._tasks:
+            _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1)

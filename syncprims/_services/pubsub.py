@@ -1,53 +1,71 @@
-"""The pub/sub registry: one subscriber connection per client, subscriptions shared per channel.
+"""The pub/sub registry: one subscriber connection per client (per node in a cluster),
+subscriptions shared per channel and counted by reference.
 
 Follows Redisson's ``PublishSubscribe`` / ``LockPubSub`` (redisson-spec.md 1.6): local
-waiters of one channel share one subscription, counted by reference; each subscription has a
-:class:`~syncprims._services.latch.Latch` that messages release according to the
-subscription's wake policy. Differences, on purpose (measured on this machine):
+waiters of one channel share one subscription; each subscription has a
+:class:`~syncprims._services.latch.Latch` that messages release according to the channel's
+wake-up rule (each primitive's rule lives beside its algorithm, in ``syncprims._core``).
 
-* **A dedicated reader thread** blocks on the subscriber socket (redis-py's blocking
-  connection, hiredis parser) and wakes waiters directly. Delivering a message through an
-  asyncio loop thread instead cost ~120 us more per wake-up, and the loop thread then
-  competed for the GIL with the waiter it had just woken.
+The bookkeeping is written once (:class:`SubscriptionTable`: references, confirmations,
+refusals, lingering, dispatch); two drivers move the bytes:
+
+* :class:`ThreadSubscriber` (sync face): a dedicated reader thread blocks on a connection
+  taken from the client's blocking redis-py pool and wakes waiting threads directly.
+  Delivering a message through an asyncio loop thread instead cost ~120 us more per wake-up,
+  and the loop thread then competed for the GIL with the waiter it had just woken.
+* :class:`TaskSubscriber` (asyncio face): a reader task on the client's event loop, on a
+  connection of the client's ``redis.asyncio`` pool; it resolves the waiting tasks' futures
+  on that same loop.
+
+Both take their connection from the redis-py pool the client was built on and hold it, as
+redis-py's own ``PubSub`` does; it goes back to the pool (closed first: it is in subscriber
+mode) when the client shuts down. Decisions, on purpose (measured on this machine):
+
 * **Subscriptions linger** for ``LINGER`` seconds after their last user leaves. Under
   contention a waiter then finds its channel already subscribed and confirmed: no
   SUBSCRIBE/UNSUBSCRIBE round trip per contended acquire. An idle subscription keeps no
   wake-up permits, so a message nobody waited for never causes a spurious retry later.
 * A subscription is reported ready only when Redis confirmed *this* SUBSCRIBE; writes to the
-  connection happen under the registry mutex, so the order of SUBSCRIBE/UNSUBSCRIBE on the
-  wire always matches the registry's state.
+  connection are serialised with the table's state, so the order of SUBSCRIBE/UNSUBSCRIBE on
+  the wire always matches it.
 * After the connection drops, the reader reconnects (back-off 50 ms .. 2 s), subscribes
-  again, and wakes every waiter so that each re-checks (messages sent meanwhile are lost).
+  again, and then wakes every waiter so that each re-checks (messages sent meanwhile are
+  lost). Not at the drop: an attempt then would meet a server that is going away, and its
+  command could be lost after it was sent (which an acquire may not retry); meanwhile each
+  waiter re-checks on its own within the re-check interval.
 * The connection is PINGed when idle; a silent connection is dropped and renewed.
 * Each channel is subscribed with its own SUBSCRIBE, so that Redis refusing one (an ACL
   without that channel: ``NOPERM``) refuses only that one. The refusal is kept on the
   subscription: its waiters raise ``ServerReplyError`` instead of the connection being
   treated as broken (which reconnected in a loop and lost the other subscriptions).
+* Replies are read as bytes with ``push_request``, so a client with ``decode_responses`` or
+  RESP3 (where messages are push frames) works the same.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import redis.exceptions
 
+from syncprims._protocol.contracts import WakePolicy
 from syncprims._services.latch import Latch, Signal
-from syncprims._transport.connections import ConnectionSpec
 from syncprims.errors import ClientClosedError, ServerReplyError
 
 __all__ = [
-    "ClusterPubSub",
-    "PubSubRegistry",
+    "ClusterSubscribers",
     "Subscription",
-    "WakePolicy",
-    "latch_policy",
-    "lock_policy",
-    "semaphore_policy",
+    "SubscriptionTable",
+    "TaskSubscriber",
+    "ThreadSubscriber",
 ]
 
 log = logging.getLogger("syncprims.pubsub")
@@ -57,15 +75,16 @@ PING_INTERVAL = 5.0
 LINGER = 1.0
 """Seconds an unused subscription stays subscribed, in case it is needed again."""
 MAX_IDLE = 1000
-"""Most unused subscriptions kept; beyond this the oldest are dropped at once."""
+"""Most unused subscriptions kept; beyond this the oldest are dropped at the next sweep."""
 POLL = 0.25
-"""Seconds between housekeeping rounds of the reader thread."""
+"""Seconds between housekeeping rounds (sweeps, PINGs)."""
 _REDIRECTED = (
     redis.exceptions.AskError,  # and MovedError
     redis.exceptions.TryAgainError,
     redis.exceptions.ClusterDownError,
 )
 """Error replies to SSUBSCRIBE that mean "not here, not now", not "not allowed"."""
+_FAILURES = (redis.exceptions.RedisError, OSError, TimeoutError)
 
 
 class Subscription:
@@ -79,11 +98,11 @@ class Subscription:
         "policy",
         "ready",
         "refcount",
-        "registry",
+        "table",
     )
 
-    def __init__(self, channel: str, policy: WakePolicy, registry: PubSubRegistry) -> None:
-        self.registry = registry
+    def __init__(self, channel: str, policy: WakePolicy, table: SubscriptionTable) -> None:
+        self.table = table
         self.channel = channel
         self.policy = policy
         self.refcount = 0
@@ -97,6 +116,12 @@ class Subscription:
         if self.error is not None:
             raise self.error
 
+    def wake(self, n: int) -> None:
+        """Wake up to ``n`` local users (at most as many as use the channel)."""
+        users = self.refcount
+        if n > 0 and users > 0:
+            self.latch.release(min(n, users), cap=users)
+
     def wake_all(self) -> None:
         """Wake every local user of the channel, blocked now or about to wait."""
         n = self.refcount
@@ -104,141 +129,89 @@ class Subscription:
             self.latch.release(n, cap=n)
 
 
-WakePolicy = Callable[[Subscription, bytes], None]
-"""How a message wakes a subscription's waiters."""
+class SubscriptionTable:
+    """The subscriptions of one subscriber connection: what both drivers share.
 
-
-def lock_policy(sub: Subscription, message: bytes) -> None:
-    """Lock channels (redisson-spec.md 1.6): ``0`` wakes one waiter, ``1`` wakes them all.
-
-    Unlike Redisson, ``1`` also leaves a permit for each local user that is between two
-    attempts, so that none of them sleeps until the TTL on a message it just missed.
+    Every method that changes state is called with :attr:`mutex` held by the driver, which
+    writes the matching command before releasing it (``*_locked`` methods), or takes it itself.
     """
-    if message == b"1":
-        sub.wake_all()
-    elif sub.refcount > 0:
-        sub.latch.release(1, cap=sub.refcount)
 
-
-def semaphore_policy(sub: Subscription, message: bytes) -> None:
-    """Semaphore channels: the message is the number of permits now available (spec 1.6).
-
-    Wakes up to that many local waiters; a zero or negative count (after ``add_permits`` of a
-    negative number) wakes nobody (Redisson would fail on it).
-    """
-    try:
-        available = int(message)
-    except ValueError:
-        return
-    if available > 0 and sub.refcount > 0:
-        sub.latch.release(min(available, sub.refcount), cap=sub.refcount)
-
-
-def latch_policy(sub: Subscription, message: bytes) -> None:
-    """Count-down latch channels: ``0`` opens the latch (wakes every waiter); ``1`` (a new
-    count) wakes nobody."""
-    if message == b"0":
-        sub.wake_all()
-
-
-class PubSubRegistry:
-    """Shared, reference-counted subscriptions on one subscriber connection."""
-
-    def __init__(
-        self, spec: ConnectionSpec, *, timeout: float, name: str, sharded: bool = False
-    ) -> None:
-        self._spec = spec
+    def __init__(self, *, sharded: bool) -> None:
         self.sharded = sharded
-        self._subscribe, self._unsubscribe = (
+        self.subscribe, self.unsubscribe = (
             ("SSUBSCRIBE", "SUNSUBSCRIBE") if sharded else ("SUBSCRIBE", "UNSUBSCRIBE")
         )
-        self._timeout = timeout
-        self._name = name
-        self._mutex = threading.Lock()  # entries, pending confirmations, writes to the socket
-        self._entries: dict[str, Subscription] = {}
+        self.mutex = threading.Lock()
+        self.entries: dict[str, Subscription] = {}
         self._pending: dict[str, int] = {}  # channel -> SUBSCRIBE commands not yet confirmed
         self._order: deque[str] = deque()  # those SUBSCRIBEs' channels, in the order sent
-        self._conn: Any = None
-        self._thread: threading.Thread | None = None
         self._closed = False
-        self.reconnects = 0
 
-    # -- request threads ------------------------------------------------------------------
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
 
-    def acquire(self, channel: str, policy: WakePolicy, route: str | None = None) -> Subscription:
-        """Take a reference on ``channel``'s subscription, subscribing if needed.
+    # -- request side ---------------------------------------------------------------------
 
-        Wait on ``sub.ready`` before relying on messages.
+    def take_locked(self, channel: str, policy: WakePolicy) -> tuple[Subscription, bool]:
+        """A reference on ``channel``; ``True`` when it is new (SUBSCRIBE it now).
 
         Raises:
-            ClientClosedError: the registry is closed.
+            ClientClosedError: the table is closed.
         """
-        with self._mutex:
-            if self._closed:
-                raise ClientClosedError("the client is shut down")
-            sub = self._entries.get(channel)
-            if sub is None:
-                sub = self._entries[channel] = Subscription(channel, policy, self)
-                self._write_locked(self._subscribe, [channel])
-            sub.refcount += 1
-            if self._thread is None:
-                self._start_locked()
-        return sub
+        if self._closed:
+            raise ClientClosedError("the client is shut down")
+        sub = self.entries.get(channel)
+        new = sub is None
+        if sub is None:
+            sub = self.entries[channel] = Subscription(channel, policy, self)
+        sub.refcount += 1
+        return sub, new
 
     def release(self, sub: Subscription) -> None:
         """Drop a reference; the subscription lingers a moment before it is dropped."""
-        with self._mutex:
+        with self.mutex:
             sub.refcount -= 1
             if sub.refcount <= 0:
                 sub.refcount = 0
                 sub.idle_since = time.monotonic()
                 sub.latch.drain()
-                if len(self._entries) > MAX_IDLE:
-                    self._sweep_locked(sub.idle_since, force=True)
 
     def channels(self) -> list[str]:
         """The channels subscribed now (in use or lingering)."""
-        with self._mutex:
-            return list(self._entries)
+        with self.mutex:
+            return list(self.entries)
 
-    def _write_locked(self, command: str, channels: list[str]) -> None:
-        conn = self._conn
-        if conn is None:
-            return  # (re)connecting: the reader subscribes every registered channel
-        try:
-            if command == self._subscribe:
-                for channel in channels:  # one command each: a refusal names its channel
-                    self._pending[channel] = self._pending.get(channel, 0) + 1
-                    self._order.append(channel)
-                    conn.send_command(command, channel, check_health=False)
-            else:
-                for channel in channels:
-                    self._pending.pop(channel, None)
-                conn.send_command(command, *channels, check_health=False)
-        except Exception as error:  # the reader notices the broken connection and reconnects
-            log.debug("pub/sub: %s failed: %r", command, error)
+    # -- driver side ----------------------------------------------------------------------
 
-    def _sweep_locked(self, now: float, *, force: bool = False) -> None:
-        idle = [s for s in self._entries.values() if s.refcount == 0]
-        if force:
-            idle.sort(key=lambda s: s.idle_since)
-            idle = idle[: max(len(self._entries) - MAX_IDLE, 0) or 1]
-        else:
-            idle = [s for s in idle if now - s.idle_since >= LINGER]
-        if idle:
-            for sub in idle:
-                del self._entries[sub.channel]
-            self._write_locked(self._unsubscribe, [s.channel for s in idle])
+    def subscribing_locked(self, channels: list[str]) -> None:
+        """Record SUBSCRIBEs about to be written, in this order."""
+        for channel in channels:
+            self._pending[channel] = self._pending.get(channel, 0) + 1
+            self._order.append(channel)
 
-    def _start_locked(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"{self._name}-pubsub", daemon=True)
-        self._thread.start()
+    def expired_locked(self, now: float) -> list[str]:
+        """Drop the subscriptions unused for ``LINGER`` seconds (and the oldest beyond
+        ``MAX_IDLE``); returns their channels, to UNSUBSCRIBE now."""
+        idle = [s for s in self.entries.values() if s.refcount == 0]
+        gone = [s for s in idle if now - s.idle_since >= LINGER]
+        excess = len(self.entries) - len(gone) - MAX_IDLE
+        if excess > 0:
+            rest = sorted((s for s in idle if s not in gone), key=lambda s: s.idle_since)
+            gone += rest[:excess]
+        for sub in gone:
+            del self.entries[sub.channel]
+            self._pending.pop(sub.channel, None)
+        return [sub.channel for sub in gone]
 
-    # -- reader thread ----------------------------------------------------------------------
+    def reconnected_locked(self) -> list[str]:
+        """A new connection: forget what the old one had pending; every channel to
+        subscribe again (the caller records them with :meth:`subscribing_locked`)."""
+        self._pending.clear()
+        self._order.clear()
+        return list(self.entries)
 
     def _answered_locked(self, channel: str) -> bool:
-        """Count one answer (a confirmation or a refusal) to a SUBSCRIBE of ``channel``;
-        ``True`` when none is pending any more."""
         left = self._pending.get(channel, 0) - 1
         if left > 0:
             self._pending[channel] = left
@@ -246,29 +219,30 @@ class PubSubRegistry:
         self._pending.pop(channel, None)
         return True
 
-    def _on_confirm(self, channel: str) -> None:
-        with self._mutex:
-            if channel in self._order:
-                self._order.remove(channel)  # the oldest first: replies come in order
-            if not self._answered_locked(channel):
-                return
-            sub = self._entries.get(channel)
-        if sub is not None:
-            sub.ready.set()
-
-    def _dispatch(self, reply: Any) -> None:
+    def dispatch(self, reply: Any) -> None:
+        """Handle one reply read from the connection (messages and confirmations)."""
         if not isinstance(reply, list) or not reply:
             return
         kind = reply[0]
         if kind in (b"message", b"smessage"):
-            with self._mutex:
-                sub = self._entries.get(reply[1].decode())
+            with self.mutex:
+                sub = self.entries.get(reply[1].decode())
                 if sub is not None:
                     sub.policy(sub, reply[2])
         elif kind in (b"subscribe", b"ssubscribe"):
             self._on_confirm(reply[1].decode())
         elif kind == b"sunsubscribe":
             self._on_shard_moved(reply[1].decode())
+
+    def _on_confirm(self, channel: str) -> None:
+        with self.mutex:
+            if channel in self._order:
+                self._order.remove(channel)  # the oldest first: replies come in order
+            if not self._answered_locked(channel):
+                return
+            sub = self.entries.get(channel)
+        if sub is not None:
+            sub.ready.set()
 
     def _on_shard_moved(self, channel: str) -> None:
         """A SUNSUBSCRIBE we did not ask for: the channel's slot left this node.
@@ -277,102 +251,22 @@ class PubSubRegistry:
         woken to re-check; they wait out their current wait without messages, bounded as
         always by the TTL and the re-check interval.
         """
-        with self._mutex:
-            sub = self._entries.get(channel)
+        with self.mutex:
+            sub = self.entries.get(channel)
             if sub is None or channel in self._pending:
                 return
-            del self._entries[channel]
+            del self.entries[channel]
         sub.wake_all()
 
-    def _connect(self) -> Any:
-        conn = self._spec.make()
-        conn.connect()
-        with self._mutex:
-            if self._closed:
-                conn.disconnect()
-                return None
-            self._conn = conn
-            self._pending.clear()
-            self._order.clear()
-            channels = list(self._entries)
-            if channels:
-                self._write_locked(self._subscribe, channels)
-        return conn
-
-    def _run(self) -> None:
-        delay = 0.05
-        first = True
-        while not self._closed:
-            conn = None
-            try:
-                conn = self._connect()
-                if conn is None:
-                    return
-                if not first:
-                    self.reconnects += 1
-                    log.info("pub/sub: reconnected to %s; waking every waiter", self._spec.address)
-                    self._wake_everyone()
-                first = False
-                delay = 0.05
-                self._serve(conn)
-            except Exception as error:
-                if self._stopping():
-                    return
-                with self._mutex:
-                    if not self._entries:  # nobody needs this node now: stop; restart on use
-                        self._thread = None
-                        self._conn = None
-                        return
-                # Once per outage at WARNING; the retries that follow at DEBUG.
-                log.log(
-                    logging.WARNING if delay == 0.05 else logging.DEBUG,
-                    "pub/sub connection to %s failed (%s); retrying in %.2f s",
-                    self._spec.address,
-                    error,
-                    delay,
-                )
-                self._drop_connection(conn)
-                self._wake_everyone()
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    def _stopping(self) -> bool:
-        return self._closed
-
-    def _serve(self, conn: Any) -> None:
-        last_traffic = time.monotonic()
-        ping_sent = 0.0
-        while not self._closed:
-            if conn.can_read(timeout=POLL):
-                try:
-                    reply = conn.read_response()
-                except redis.exceptions.ResponseError as error:
-                    if not self._refused(error):
-                        raise
-                    continue
-                self._dispatch(reply)
-                last_traffic = time.monotonic()
-                ping_sent = 0.0
-                continue
-            now = time.monotonic()
-            with self._mutex:
-                self._sweep_locked(now)
-            if ping_sent and now - ping_sent > self._timeout:
-                raise TimeoutError(f"no PING reply within {self._timeout:g} s")
-            if not ping_sent and now - last_traffic > PING_INTERVAL:
-                with self._mutex:
-                    conn.send_command("PING", check_health=False)
-                ping_sent = now
-
-    def _refused(self, error: Exception) -> bool:
+    def refused(self, error: Exception) -> bool:
         """An error reply: Redis refused the oldest unconfirmed SUBSCRIBE (``False``: there
         is none, so the error is not a refusal and the connection is renewed)."""
-        with self._mutex:
+        with self.mutex:
             if not self._order:
                 return False
             channel = self._order.popleft()
             self._answered_locked(channel)
-            sub = self._entries.pop(channel, None)  # the next user subscribes (and is refused) anew
+            sub = self.entries.pop(channel, None)  # the next user subscribes (and is refused) anew
         if isinstance(error, _REDIRECTED):
             # A cluster slot on the move: not a refusal. As for an unrequested SUNSUBSCRIBE,
             # the waiters re-check and a new wait subscribes on the slot's new node.
@@ -391,8 +285,162 @@ class PubSubRegistry:
             sub.wake_all()
         return True
 
+    def wake_everyone(self) -> None:
+        """Wake every waiter (after a reconnection: messages may have been lost)."""
+        with self.mutex:
+            subs = list(self.entries.values())
+        for sub in subs:
+            sub.wake_all()
+
+    def close(self) -> None:
+        """Fail pending subscriptions and wake every waiter; later takes raise."""
+        with self.mutex:
+            self._closed = True
+            subs = list(self.entries.values())
+        error = ClientClosedError("the client is shut down")
+        for sub in subs:
+            sub.ready.set(error)
+            sub.wake_all()
+
+
+class ThreadSubscriber:
+    """The sync face's driver: a reader thread on a connection of a blocking redis-py pool.
+
+    Args:
+        pool: the redis-py pool to take the subscriber connection from.
+        address: the server, for messages.
+        timeout: seconds to wait for a PING reply before renewing the connection.
+        name: the reader thread's name prefix.
+        sharded: SSUBSCRIBE (a Redis 7 cluster's sharded channels) instead of SUBSCRIBE.
+    """
+
+    def __init__(
+        self, pool: Any, *, address: str, timeout: float, name: str, sharded: bool = False
+    ) -> None:
+        self._pool = pool
+        self.address = address
+        self._timeout = timeout
+        self._name = name
+        self.table = SubscriptionTable(sharded=sharded)
+        self._conn: Any = None  # connected and in use by the reader
+        self._held: Any = None  # taken from the pool (given back at close)
+        self._thread: threading.Thread | None = None
+        self.reconnects = 0
+
+    async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
+        """Take a reference on ``channel``'s subscription, subscribing if needed (never
+        suspends). Wait on ``sub.ready`` before relying on messages.
+
+        Raises:
+            ClientClosedError: the client is shut down.
+        """
+        table = self.table
+        with table.mutex:
+            sub, new = table.take_locked(channel, policy)
+            if new:
+                self._write_locked(table.subscribe, [channel])
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"{self._name}-pubsub", daemon=True
+                )
+                self._thread.start()
+        return sub
+
+    def release(self, sub: Subscription) -> None:
+        """Drop a reference taken by :meth:`acquire`."""
+        self.table.release(sub)
+
+    def _write_locked(self, command: str, channels: list[str]) -> None:
+        conn = self._conn
+        if conn is None:
+            return  # (re)connecting: the reader subscribes every registered channel
+        try:
+            if command == self.table.subscribe:
+                self.table.subscribing_locked(channels)
+                for channel in channels:  # one command each: a refusal names its channel
+                    conn.send_command(command, channel, check_health=False)
+            elif channels:
+                conn.send_command(command, *channels, check_health=False)
+        except Exception as error:  # the reader notices the broken connection and reconnects
+            log.debug("pub/sub: %s failed: %r", command, error)
+
+    # -- reader thread ------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        conn = self._held
+        if conn is None:
+            conn = self._held = self._pool.get_connection()
+        else:
+            conn.connect()
+        table = self.table
+        with table.mutex:
+            if table.is_closed():
+                return None
+            self._conn = conn
+            channels = table.reconnected_locked()
+            if channels:
+                self._write_locked(table.subscribe, channels)
+        return conn
+
+    def _run(self) -> None:
+        delay = 0.05
+        first = True
+        while not self.table.is_closed():
+            conn = None
+            try:
+                conn = self._connect()
+                if conn is None:
+                    return
+                if not first:
+                    self.reconnects += 1
+                    log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
+                    self.table.wake_everyone()
+                first = False
+                delay = 0.05
+                self._serve(conn)
+            except Exception as error:
+                if self.table.is_closed():
+                    return
+                # Once per outage at WARNING; the retries that follow at DEBUG.
+                log.log(
+                    logging.WARNING if delay == 0.05 else logging.DEBUG,
+                    "pub/sub connection to %s failed (%s); retrying in %.2f s",
+                    self.address,
+                    error,
+                    delay,
+                )
+                self._drop_connection(conn)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _serve(self, conn: Any) -> None:
+        table = self.table
+        last_traffic = time.monotonic()
+        ping_sent = 0.0
+        while not table.is_closed():
+            if conn.can_read(timeout=POLL):
+                try:
+                    reply = conn.read_response(disable_decoding=True, push_request=True)
+                except redis.exceptions.ResponseError as error:
+                    if not table.refused(error):
+                        raise
+                    continue
+                table.dispatch(reply)
+                last_traffic = time.monotonic()
+                ping_sent = 0.0
+                continue
+            now = time.monotonic()
+            with table.mutex:
+                self._write_locked(table.unsubscribe, table.expired_locked(now))
+            if ping_sent and now - ping_sent > self._timeout:
+                raise TimeoutError(f"no PING reply within {self._timeout:g} s")
+            if not ping_sent and now - last_traffic > PING_INTERVAL:
+                with table.mutex:
+                    conn.send_command("PING", check_health=False)
+                ping_sent = now
+
     def _drop_connection(self, conn: Any) -> None:
-        with self._mutex:
+        with self.table.mutex:
             if self._conn is conn:
                 self._conn = None
         if conn is not None:
@@ -401,88 +449,288 @@ class PubSubRegistry:
             except Exception as error:  # already broken
                 log.debug("pub/sub: disconnect failed: %r", error)
 
-    def _wake_everyone(self) -> None:
-        with self._mutex:
-            subs = list(self._entries.values())
-        for sub in subs:
-            sub.wake_all()
-
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self, timeout: float = 5.0) -> None:
-        """Close the connection, fail pending subscriptions and wake every waiter."""
-        with self._mutex:
-            self._closed = True
-            subs = list(self._entries.values())
+        """Fail pending subscriptions, wake every waiter, give the connection back."""
+        table = self.table
+        table.close()
+        with table.mutex:
             conn, self._conn = self._conn, None
             thread = self._thread
-        error = ClientClosedError("the client is shut down")
-        for sub in subs:
-            sub.ready.set(error)
-            sub.wake_all()
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 conn.disconnect()  # shuts the socket down: the reader's recv returns
-            except Exception as exc:
-                log.debug("pub/sub: disconnect at close failed: %r", exc)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-        self._spec.close()
+        held, self._held = self._held, None
+        if held is not None:
+            with contextlib.suppress(Exception):
+                held.disconnect()
+                self._pool.release(held)
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child: the reader thread and the socket are the
+        parent's."""
+        self.table = SubscriptionTable(sharded=self.table.sharded)
+        self._conn = None
+        self._held = None
+        self._thread = None
 
 
-class ClusterPubSub:
-    """Pub/sub for a cluster: one registry per node and mode, each channel on its node.
+class TaskSubscriber:
+    """The asyncio face's driver: a reader task on the client's loop, on a connection of a
+    ``redis.asyncio`` pool.
+
+    Args: as :class:`ThreadSubscriber`.
+    """
+
+    def __init__(
+        self, pool: Any, *, address: str, timeout: float, name: str, sharded: bool = False
+    ) -> None:
+        self._pool = pool
+        self.address = address
+        self._timeout = timeout
+        self._name = name
+        self.table = SubscriptionTable(sharded=sharded)
+        self._conn: Any = None
+        self._held: Any = None
+        self._write_lock: asyncio.Lock | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self._last_traffic = 0.0
+        self._ping_sent = 0.0
+        self.reconnects = 0
+
+    def _lock(self) -> asyncio.Lock:
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        return self._write_lock
+
+    async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
+        """Take a reference on ``channel``'s subscription, subscribing if needed.
+
+        Raises:
+            ClientClosedError: the client is shut down.
+        """
+        table = self.table
+        async with self._lock():
+            with table.mutex:
+                sub, new = table.take_locked(channel, policy)
+            if new:
+                try:
+                    await self._write(table.subscribe, [channel])
+                except BaseException:  # cancelled while writing: give the reference back
+                    table.release(sub)
+                    raise
+        if self._reader is None:
+            loop = asyncio.get_running_loop()
+            self._reader = loop.create_task(self._run(), name=f"{self._name}-pubsub")
+            self._keeper = loop.create_task(self._housekeeping(), name=f"{self._name}-pubsub-ping")
+        return sub
+
+    def release(self, sub: Subscription) -> None:
+        """Drop a reference taken by :meth:`acquire`."""
+        self.table.release(sub)
+
+    async def _write(self, command: str, channels: list[str]) -> None:
+        """Write under the write lock (held by the caller)."""
+        conn = self._conn
+        if conn is None or not channels:
+            return  # (re)connecting: the reader subscribes every registered channel
+        try:
+            if command == self.table.subscribe:
+                with self.table.mutex:
+                    self.table.subscribing_locked(channels)
+                for channel in channels:
+                    await conn.send_command(command, channel, check_health=False)
+            else:
+                await conn.send_command(command, *channels, check_health=False)
+        except _FAILURES as error:  # the reader notices the broken connection and reconnects
+            log.debug("pub/sub: %s failed: %r", command, error)
+
+    async def _connect(self) -> Any:
+        conn = self._held
+        if conn is None:
+            conn = self._held = await self._pool.get_connection()
+        elif not conn.is_connected:
+            await conn.connect()
+        table = self.table
+        async with self._lock():
+            if table.is_closed():
+                return None
+            self._conn = conn
+            with table.mutex:
+                channels = table.reconnected_locked()
+            await self._write(table.subscribe, channels)
+        return conn
+
+    async def _run(self) -> None:
+        delay = 0.05
+        first = True
+        table = self.table
+        while not table.is_closed():
+            conn = None
+            try:
+                conn = await self._connect()
+                if conn is None:
+                    return
+                if not first:
+                    self.reconnects += 1
+                    log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
+                    table.wake_everyone()
+                first = False
+                delay = 0.05
+                self._last_traffic = time.monotonic()
+                self._ping_sent = 0.0
+                while not table.is_closed():
+                    try:
+                        reply = await conn.read_response(
+                            disable_decoding=True,
+                            timeout=math.inf,
+                            disconnect_on_error=False,
+                            push_request=True,
+                        )
+                    except redis.exceptions.ResponseError as error:
+                        if not table.refused(error):
+                            raise
+                        continue
+                    table.dispatch(reply)
+                    self._last_traffic = time.monotonic()
+                    self._ping_sent = 0.0
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if table.is_closed():
+                    return
+                log.log(
+                    logging.WARNING if delay == 0.05 else logging.DEBUG,
+                    "pub/sub connection to %s failed (%s); retrying in %.2f s",
+                    self.address,
+                    error,
+                    delay,
+                )
+                await self._drop_connection(conn)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _housekeeping(self) -> None:
+        """Sweep lingering subscriptions and PING an idle connection, every ``POLL`` s."""
+        table = self.table
+        while not table.is_closed():
+            await asyncio.sleep(POLL)
+            conn = self._conn
+            if conn is None:
+                continue
+            now = time.monotonic()
+            async with self._lock():
+                with table.mutex:
+                    gone = table.expired_locked(now)
+                await self._write(table.unsubscribe, gone)
+                if self._ping_sent and now - self._ping_sent > self._timeout:
+                    log.info("pub/sub: no PING reply within %g s; reconnecting", self._timeout)
+                    await self._drop_connection(conn)  # the reader's read fails and reconnects
+                elif not self._ping_sent and now - self._last_traffic > PING_INTERVAL:
+                    with contextlib.suppress(*_FAILURES):
+                        await conn.send_command("PING", check_health=False)
+                    self._ping_sent = now
+
+    async def _drop_connection(self, conn: Any) -> None:
+        if self._conn is conn:
+            self._conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.disconnect(nowait=True)
+
+    async def aclose(self) -> None:
+        """Fail pending subscriptions, wake every waiter, stop the tasks, give the
+        connection back."""
+        self.table.close()
+        tasks = [t for t in (self._reader, self._keeper) if t is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        self._conn = None
+        held, self._held = self._held, None
+        if held is not None:
+            with contextlib.suppress(Exception):
+                await held.disconnect()
+                await self._pool.release(held)
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child."""
+        self.table = SubscriptionTable(sharded=self.table.sharded)
+        self._conn = self._held = None
+        self._write_lock = None
+        self._reader = self._keeper = None
+
+
+class Subscriber(Protocol):
+    """Either driver."""
+
+    table: SubscriptionTable
+
+    async def acquire(self, channel: str, policy: WakePolicy) -> Subscription: ...
+
+    def release(self, sub: Subscription) -> None: ...
+
+
+D = TypeVar("D", bound=Subscriber)
+
+
+class ClusterSubscribers(Generic[D]):
+    """Pub/sub for a cluster: one subscriber per node and mode, each channel on its node.
 
     A channel whose slot is its object's key slot uses sharded pub/sub (Redis 7+:
     SSUBSCRIBE on the node that owns the slot; the scripts SPUBLISH there). A channel in
     another slot (Redisson's latch channel of a tagged name) uses classic pub/sub, which the
     cluster broadcasts to every node.
+
+    Args:
+        node_of: the node that owns a key's slot.
+        sharded: whether a channel (of the object at a key) is sharded.
+        make: a driver for a node and mode.
     """
 
     def __init__(
         self,
         node_of: Callable[[str], tuple[str, int]],
         sharded: Callable[[str, str], bool],
-        spec_for: Callable[[str, int], ConnectionSpec],
-        *,
-        timeout: float,
-        name: str,
+        make: Callable[[tuple[str, int], bool], D],
     ) -> None:
         self._node_of = node_of
         self._sharded = sharded
-        self._spec_for = spec_for
-        self._timeout = timeout
-        self._name = name
+        self._make = make
         self._mutex = threading.Lock()
-        self._registries: dict[tuple[tuple[str, int], bool], PubSubRegistry] = {}
+        self._drivers: dict[tuple[tuple[str, int], bool], D] = {}
         self._closed = False
 
-    def acquire(self, channel: str, policy: WakePolicy, route: str | None = None) -> Subscription:
-        """Take a reference on ``channel`` (``route``: the key of the object it belongs to)."""
+    def driver(self, channel: str, route: str | None) -> D:
+        """The driver that serves ``channel`` (``route``: its object's key)."""
         key = route if route is not None else channel
         sharded = self._sharded(channel, key)
         node = self._node_of(channel if sharded else key)
         with self._mutex:
             if self._closed:
                 raise ClientClosedError("the client is shut down")
-            registry = self._registries.get((node, sharded))
-            if registry is None:
-                registry = self._registries[(node, sharded)] = PubSubRegistry(
-                    self._spec_for(*node),
-                    timeout=self._timeout,
-                    name=f"{self._name}-{node[1]}",
-                    sharded=sharded,
-                )
-        return registry.acquire(channel, policy)
+            driver = self._drivers.get((node, sharded))
+            if driver is None:
+                driver = self._drivers[(node, sharded)] = self._make(node, sharded)
+        return driver
 
-    def release(self, sub: Subscription) -> None:
-        """Drop a reference taken by :meth:`acquire`."""
-        sub.registry.release(sub)
+    def drivers(self) -> list[D]:
+        """Every driver made so far."""
+        with self._mutex:
+            return list(self._drivers.values())
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Close every registry."""
+    def stop(self) -> list[D]:
+        """Make no new driver (shutdown); returns every driver made so far, to close."""
         with self._mutex:
             self._closed = True
-            registries = list(self._registries.values())
-        for registry in registries:
-            registry.close(timeout)
+            return list(self._drivers.values())
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child: the parent's drivers are not ours."""
+        with self._mutex:
+            self._drivers = {}

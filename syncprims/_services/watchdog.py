@@ -9,7 +9,8 @@ call per batch of at most ``watchdog_batch_size`` names (Redisson ``LockRenewalS
 Request threads only touch a dict under a mutex (:meth:`Watchdog.register` and
 :meth:`Watchdog.cancel` never block and never wake the services loop, except to start
 ticking after an idle period). Renewals run as separate tasks, so a stalled one does not
-delay the others.
+delay the others. The loop is the sync face's services thread, or the asyncio face's own
+event loop (:mod:`syncprims._services.loop`).
 
 When a renewal finds the owner's field gone (the lock expired, was force-unlocked or
 deleted), the lock is lost: renewal stops, a WARNING is logged, and the next ``unlock()``
@@ -28,19 +29,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-import attrs
-
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import HoldLostCallback, RenewalKind
 from syncprims._protocol.timing import drift
 from syncprims._protocol.wheel import TimingWheel
-from syncprims._services.loop import ServiceLoop
+from syncprims._services.loop import Scheduler
 
-__all__ = ["LOCK_RENEWAL", "LostCallback", "RenewalKind", "ScriptRunner", "Watchdog"]
+__all__ = ["ScriptRunner", "Watchdog"]
 
 log = logging.getLogger("syncprims.watchdog")
-
-LostCallback = Callable[[str, str, str], None]
-"""Called on the services thread as ``callback(name, owner_field, reason)`` when a lock is lost."""
 
 
 class ScriptRunner(Protocol):
@@ -56,32 +53,6 @@ class ScriptRunner(Protocol):
     ) -> object: ...
 
 
-@attrs.frozen
-class RenewalKind:
-    """How one kind of hold is renewed: a script and how to call it for a batch.
-
-    Attributes:
-        script: returns one integer per registration of the batch, 1 renewed, 0 gone.
-        command: ``command(lease_ms, [(name, field), ...]) -> (KEYS, ARGV)``.
-    """
-
-    name: str
-    script: scripts.Script
-    command: Callable[[int, list[tuple[str, str]]], tuple[list[str], list[str | int | bytes]]]
-
-
-def _lock_command(
-    lease: int, batch: list[tuple[str, str]]
-) -> tuple[list[str], list[str | int | bytes]]:
-    args: list[str | int | bytes] = [lease]
-    args.extend(field for _, field in batch)
-    return [name for name, _ in batch], args
-
-
-LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_command)
-"""Plain lock holds (RLock, FairLock, the write side of a read-write lock)."""
-
-
 class _Renewal:
     __slots__ = ("count", "field", "kind", "name", "on_lost", "registered", "renewed")
 
@@ -92,7 +63,7 @@ class _Renewal:
         self.count = 1
         self.registered = now
         self.renewed = now  # when the lease was last set (acquire or renewal)
-        self.on_lost: list[LostCallback] = []
+        self.on_lost: list[HoldLostCallback] = []
 
 
 class Watchdog:
@@ -100,7 +71,7 @@ class Watchdog:
 
     def __init__(
         self,
-        services: ServiceLoop,
+        services: Scheduler,
         runner: ScriptRunner,
         *,
         lease: float,
@@ -135,8 +106,9 @@ class Watchdog:
         self,
         name: str,
         field: str,
-        on_lost: LostCallback | None = None,
-        kind: RenewalKind = LOCK_RENEWAL,
+        on_lost: HoldLostCallback | None = None,
+        *,
+        kind: RenewalKind,
         since: float | None = None,
     ) -> None:
         """Keep ``name`` alive while ``field`` holds it; call once per watchdog acquire.
@@ -173,11 +145,6 @@ class Watchdog:
         with self._mutex:
             for key in [k for k in self._renewals if k[0] == name]:
                 del self._renewals[key]
-
-    def is_renewing(self, name: str, field: str) -> bool:
-        """Whether ``field``'s hold on ``name`` is being renewed."""
-        with self._mutex:
-            return (name, field) in self._renewals
 
     def lease_end(self, name: str, field: str) -> float | None:
         """Until when (``time.monotonic()`` seconds) ``field``'s hold on ``name`` is known to

@@ -1,22 +1,25 @@
-"""Single-attempt commands over ``redis.asyncio`` connections, for one event loop at a time.
+"""Single-attempt commands over the connections of a ``redis.asyncio`` pool.
 
-We drive redis-py's connection objects directly (``send_packed_command`` /
-``read_response``) from a small LIFO pool instead of going through ``Redis.execute_command``:
-that path adds a retry wrapper and per-command bookkeeping, and with a socket timeout it runs
-every write through ``asyncio.wait_for`` (a new task per command). Measured here, the direct
-path is about 1.5x faster. One ``asyncio.timeout`` bounds each whole call instead (connect,
-write, read).
+Connections come from the redis-py pool the client was built on (``await
+pool.get_connection()`` / ``await pool.release()``; for a cluster node, the node's own
+connection list), so the caller's settings apply. Each call is one attempt (see
+:mod:`syncprims._transport.sync` for why redis-py's retrying ``execute_command`` is not used
+for scripts), with replies as bytes whatever ``decode_responses``.
 
 Deadlines: ``asyncio.timeout`` arms a timer per call, which measured as 12% of an uncontended
-acquire+release; instead each pool keeps its in-flight calls in a dict and one sweeper timer,
-running only while calls are in flight, cancels those past their deadline (at most a quarter
-of the timeout late) and turns the cancellation into ``TimeoutError`` the way
-``asyncio.timeout`` does (``Task.uncancel``).
+acquire+release; instead each server keeps its in-flight calls in a dict and one sweeper
+timer, running only while calls are in flight, cancels those past their deadline (at most a
+quarter of the timeout late) and turns the cancellation into ``TimeoutError`` the way
+``asyncio.timeout`` does (``Task.uncancel``). Reads pass ``timeout=math.inf`` so that
+redis-py adds no timer of its own.
 
 Cancellation safety: when the caller is cancelled (or times out) while a reply is in flight
 and it passed ``on_orphan``, the connection is handed to a background task that reads the
 late reply and awaits ``on_orphan(reply)``; a lock acquired by an abandoned call is released
 that way (the hiredis parser resumes a read cut short by cancellation).
+
+A client of the asyncio face belongs to the event loop it was created on, as redis-py's
+asyncio clients do: using it from another loop raises ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -25,22 +28,36 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.exceptions
 
+from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
-from syncprims._transport.connections import ConnectionSpec, pack, translate
+from syncprims._transport.errors import pack, translate
 from syncprims.errors import ClientClosedError
 
-__all__ = ["AsyncConnections", "Orphan"]
+__all__ = ["AsyncServer", "NodePool", "bind_loop"]
 
-log = logging.getLogger("syncprims")
+log = logging.getLogger("syncprims.transport")
 
-Orphan = Callable[[Any], Awaitable[None]]
-"""Awaited with the late reply of a call whose caller gave up."""
+_FAILURES = (redis.exceptions.RedisError, OSError, TimeoutError)
+
+
+def bind_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
+    """The running loop, which must be ``loop`` when one is given.
+
+    Raises:
+        RuntimeError: called from another event loop than the client's.
+    """
+    running = asyncio.get_running_loop()
+    if loop is not None and running is not loop:
+        raise RuntimeError(
+            "this syncprims.asyncio client belongs to another event loop (the one it was "
+            "created on); create a client per event loop"
+        )
+    return running
 
 
 class _Deadlines:
@@ -55,24 +72,22 @@ class _Deadlines:
         self._timer: asyncio.TimerHandle | None = None
         self._next = 0
 
-    def start(self) -> int:
+    def start(self, timeout: float | None = None) -> int:
         """Register the current task's call; returns its key."""
         task = asyncio.current_task(self._loop)
         assert task is not None
         self._next += 1
         key = self._next
-        self._calls[key] = (self._loop.time() + self._timeout, task, task.cancelling())
+        limit = self._timeout if timeout is None else timeout
+        self._calls[key] = (self._loop.time() + limit, task, task.cancelling())
         if self._timer is None:
-            self._timer = self._loop.call_later(self._period, self._sweep)
+            self._timer = self._loop.call_later(min(self._period, limit), self._sweep)
         return key
 
-    def finish(self, key: int) -> bool:
-        """Unregister a call; ``True`` when its deadline had passed (it was cancelled)."""
+    def finish(self, key: int) -> None:
+        """Unregister a call."""
         self._calls.pop(key, None)
-        if key in self._expired:
-            self._expired.discard(key)
-            return True
-        return False
+        self._expired.discard(key)
 
     def timed_out(self, key: int) -> bool:
         """After a ``CancelledError``: whether it came from the deadline alone.
@@ -99,43 +114,68 @@ class _Deadlines:
             self._timer = self._loop.call_later(self._period, self._sweep)
 
 
-class AsyncConnections:
-    """A pool of asyncio connections bound to the running loop (re-created for a new loop)."""
+class NodePool:
+    """The connections of one ``redis.asyncio`` cluster node, with a pool's interface."""
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
+        self.connection_kwargs: dict[str, Any] = node.connection_kwargs
+
+    async def get_connection(self) -> Any:
+        """A connected connection of the node (redis-py's ``acquire_connection``)."""
+        conn = self._node.acquire_connection()
+        try:
+            if conn.is_connected and await conn.can_read():
+                await conn.disconnect()  # closed by the server, or holds unread data
+            if not conn.is_connected:
+                await conn.connect()
+        except BaseException:
+            self._node.release(conn)
+            raise
+        return conn
+
+    async def release(self, conn: Any) -> None:
+        """Give a connection back to the node."""
+        self._node.release(conn)
+
+
+class AsyncServer:
+    """Calls on one server (or sentinel-managed master, or cluster node) through a
+    ``redis.asyncio`` pool.
+
+    Args:
+        pool: the pool (``redis.asyncio.ConnectionPool`` of any kind, or a :class:`NodePool`).
+        address: where the server is, for messages.
+        timeout: the longest a call may take, seconds (connection, write and reply).
+        orphan_timeout: the longest to wait for the late reply of an abandoned call, seconds.
+        loop: the client's event loop.
+    """
 
     def __init__(
         self,
-        spec: ConnectionSpec,
+        pool: Any,
         *,
+        address: str,
         timeout: float,
-        max_connections: int | None,
-        orphan_timeout: float | None = None,
+        orphan_timeout: float,
+        loop: asyncio.AbstractEventLoop | None,
     ) -> None:
-        self._spec = spec
+        self.pool = pool
+        self.address = address
         self.timeout = timeout
-        # How long to wait for the late reply of an abandoned call: past the lease it no
-        # longer matters (the lock has expired anyway).
-        self._orphan_timeout = max(timeout, orphan_timeout or 0.0)
-        self._max = max_connections
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._free: deque[Any] = deque()
-        self._slots: asyncio.Semaphore | None = None
+        self._orphan_timeout = max(timeout, orphan_timeout)
+        self._loop = loop
+        self._deadlines: _Deadlines | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._deadlines: _Deadlines | None = None
 
-    @property
-    def address(self) -> str:
-        """The server, for messages."""
-        return self._spec.address
-
-    def _bind(self) -> None:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            # A new event loop (asyncio.run() again): connections of the old one are unusable.
+    def _bind(self) -> _Deadlines:
+        loop = bind_loop(self._loop)
+        deadlines = self._deadlines
+        if deadlines is None or self._loop is None:
             self._loop = loop
-            self._free = deque()
-            self._slots = asyncio.Semaphore(self._max) if self._max else None
-            self._deadlines = _Deadlines(loop, self.timeout)
+            deadlines = self._deadlines = _Deadlines(loop, self.timeout)
+        return deadlines
 
     async def eval(
         self,
@@ -157,68 +197,74 @@ class AsyncConnections:
             ServerReplyError: Redis answered with an error.
         """
         return await self._call(
-            ("EVALSHA", script.sha, len(keys), *keys, *args), context, on_orphan, script, asking
+            ("EVALSHA", script.sha, len(keys), *keys, *args),
+            context,
+            on_orphan=on_orphan,
+            script=script,
+            asking=asking,
         )
 
     async def command(
-        self, *args: str | int, context: str, route: str | None = None, asking: bool = False
+        self,
+        *args: str | int,
+        context: str,
+        route: str | None = None,
+        asking: bool = False,
+        timeout: float | None = None,
     ) -> Any:
-        """Run one plain command once (``route``: its key, for a cluster).
-
-        Raises as :meth:`eval`.
-        """
-        return await self._call(args, context, None, None, asking)
+        """Run one plain command once (``route``: its key, for a cluster; ``timeout``: seconds
+        for the whole call instead of the usual, for blocking commands). Raises as
+        :meth:`eval`."""
+        return await self._call(args, context, asking=asking, timeout=timeout)
 
     async def _call(
         self,
         command: tuple[Any, ...],
         context: str,
-        on_orphan: Orphan | None,
-        script: Script | None,
+        *,
+        on_orphan: Orphan | None = None,
+        script: Script | None = None,
         asking: bool = False,
+        timeout: float | None = None,
     ) -> Any:
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
-        self._bind()
-        slots = self._slots
-        if slots is not None:
-            await slots.acquire()
-        if self._free:
-            conn = self._free.pop()
-            await _discard_if_stale(conn)
-        else:
-            conn = self._spec.make()
-        keep = True  # return the connection to the pool afterwards
+        deadlines = self._bind()
+        key = deadlines.start(timeout)
+        conn: Any = None
+        keep = True  # give the connection back to the pool afterwards
         sent = False
-        deadlines = self._deadlines
-        assert deadlines is not None
-        key = deadlines.start()
         try:
-            prefix = pack(conn, ("ASKING",)) if asking else []
             try:
-                if not conn.is_connected:
-                    # Through connect(): a sentinel-managed connection finds the master
-                    # there (send_packed_command would use its default address instead).
+                conn = await self.pool.get_connection()
+                if await conn.can_read():
+                    # Closed by the server (a restart) or holding unread data. redis-py 8's
+                    # pool makes this check but skips its verdict while its maintenance
+                    # notifications are "auto" (the default); the command would then be lost
+                    # after it was sent, which an acquire may not retry. No syscall here: the
+                    # stream already knows (tests/test_redis_py_fit.py shows the pool's miss).
+                    await conn.disconnect()
                     await conn.connect()
+                prefix = pack(conn, ("ASKING",)) if asking else []
                 await conn.send_packed_command(prefix + pack(conn, command), check_health=False)
                 sent = True
                 if asking:
-                    await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                    await self._read(conn)
                 try:
-                    return await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                    return await self._read(conn)
                 except redis.exceptions.NoScriptError:
                     assert script is not None
                     sent = False  # NOSCRIPT: it did not run
                     await conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
-                    await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                    await self._read(conn)
                     if asking:
                         await conn.send_command("ASKING", check_health=False)
-                        await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                        await self._read(conn)
                     await conn.send_packed_command(pack(conn, command), check_health=False)
                     sent = True
-                    return await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                    return await self._read(conn)
             except asyncio.CancelledError:
-                if sent and on_orphan is not None:
+                if conn is not None and sent and on_orphan is not None:
                     keep = False
                     self._adopt(conn, on_orphan)
                 if deadlines.timed_out(key):
@@ -228,30 +274,30 @@ class AsyncConnections:
             raise translate(
                 error, context=context, address=self.address, timeout=self.timeout, sent=sent
             ) from error
-        except (redis.exceptions.RedisError, OSError, TimeoutError) as error:
-            if keep:
-                keep = False
+        except _FAILURES as error:
+            if keep and conn is not None:
                 await _drop(conn)
             raise translate(
                 error, context=context, address=self.address, timeout=self.timeout, sent=sent
             ) from error
         except BaseException:
-            if keep:
-                keep = False
+            if keep and conn is not None:
                 await _drop(conn)
             raise
         finally:
             deadlines.finish(key)
-            if keep:
-                await self._put(conn)
-            if slots is not None:
-                slots.release()
+            if keep and conn is not None:
+                await self._release(conn)
 
-    async def _put(self, conn: Any) -> None:
-        if self._closed or self._loop is not asyncio.get_running_loop():
-            await _drop(conn)  # closed meanwhile: nobody would ever close it
-        else:
-            self._free.append(conn)
+    @staticmethod
+    async def _read(conn: Any) -> Any:
+        return await conn.read_response(
+            disable_decoding=True, timeout=math.inf, disconnect_on_error=False, push_request=True
+        )
+
+    async def _release(self, conn: Any) -> None:
+        with contextlib.suppress(Exception):  # a pool closed meanwhile
+            await self.pool.release(conn)
 
     def _adopt(self, conn: Any, on_orphan: Orphan) -> None:
         task = asyncio.get_running_loop().create_task(self._finish_orphan(conn, on_orphan))
@@ -261,17 +307,18 @@ class AsyncConnections:
     async def _finish_orphan(self, conn: Any, on_orphan: Orphan) -> None:
         try:
             async with asyncio.timeout(self._orphan_timeout):
-                reply = await conn.read_response(timeout=math.inf, disconnect_on_error=False)
+                reply = await self._read(conn)
         except redis.exceptions.ResponseError:
-            await self._put(conn)  # an error reply: nothing happened
+            await self._release(conn)  # an error reply: nothing happened
             return
         except (Exception, asyncio.CancelledError) as error:
             await _drop(conn)
+            await self._release(conn)
             log.warning(
                 "the reply of an abandoned call never came (%r); its lease bounds it", error
             )
             return
-        await self._put(conn)
+        await self._release(conn)
         try:
             await on_orphan(reply)
         except Exception:
@@ -286,45 +333,17 @@ class AsyncConnections:
             if pending:
                 await asyncio.wait(pending, timeout=1)
 
-    async def aclose(self) -> None:
-        """Disconnect every idle connection; later calls raise ``ClientClosedError``."""
+    def close(self) -> None:
+        """Refuse new calls (``ClientClosedError``); the pool is closed by its owner."""
         self._closed = True
-        if self._loop is asyncio.get_running_loop():
-            free, self._free = self._free, deque()
-            for conn in free:
-                await _close(conn)
-            await self._spec.aclose()
 
     def forget(self) -> None:
-        """After ``os.fork()``, in the child: never touch the parent's sockets."""
+        """After ``os.fork()``, in the child: never touch the parent's loop or tasks."""
         self._loop = None
-        self._free = deque()
+        self._deadlines = None
         self._background = set()
-
-
-async def _discard_if_stale(conn: Any) -> None:
-    """Disconnect a pooled connection that the server closed (EOF seen) or that has unread data.
-
-    No syscall: the stream already knows. Without it, the first command after a server
-    restart fails after it was sent, and an acquire may not be retried then.
-    """
-    if not conn.is_connected:
-        return
-    try:
-        stale = await conn.can_read()
-    except (redis.exceptions.ConnectionError, OSError):
-        stale = True
-    if stale:
-        await _drop(conn)
 
 
 async def _drop(conn: Any) -> None:
     with contextlib.suppress(Exception):  # already broken
         await conn.disconnect(nowait=True)
-
-
-async def _close(conn: Any) -> None:
-    """Close a healthy connection and wait (1 s at most) until it is closed: a TLS
-    connection needs its closing handshake before the loop stops, else it leaks."""
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(conn.disconnect(), timeout=1.0)

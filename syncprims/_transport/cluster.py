@@ -1,44 +1,48 @@
-"""Redis Cluster routing over per-node pools, written once for both faces.
+"""Redis Cluster routing on redis-py's ``RedisCluster``, written once for both faces.
 
-The router keeps ``slot -> node`` from ``CLUSTER SLOTS`` and one pool per node (the faces'
-own :class:`~syncprims._transport.sync.SyncConnections` or
-:class:`~syncprims._transport.aio.AsyncConnections`, whose methods the router awaits; the
-blocking ones never suspend, so the sync face still runs its core in one step).
+redis-py keeps the slot map (its ``NodesManager``: ``CLUSTER SLOTS`` at start, ``MOVED``
+corrections, re-initialization) and one connection pool per node; syncprims uses both. What
+stays here is the routing loop around *one attempt* of a call: ``RedisCluster``'s own
+``execute_command`` re-sends a command after a connection error or a timeout, which an
+acquire script must never be (see :mod:`syncprims._transport.sync`).
 
 * A call goes to the node of its first key's slot (every key of one object shares a hash tag,
   so one slot).
-* ``MOVED``: the slot map is corrected and the call goes to the new node; ``ASK`` (a slot
-  being migrated): the call goes once to the named node, after ``ASKING``; ``TRYAGAIN``
-  (keys of one call on both sides of a migration) and ``CLUSTERDOWN`` (a failover in
-  progress): the call is repeated after a short back-off. None of these ran the command,
-  so even an acquire is re-sent.
-* A call that fails before reaching a node marks the map stale: the next call reloads it
-  from any node that answers (a failover moves slots to a promoted replica).
+* ``MOVED``: redis-py's slot map is corrected (``move_slot``) and the call goes to the new
+  node; ``ASK`` (a slot being migrated): the call goes once to the named node, after
+  ``ASKING``; ``TRYAGAIN`` (keys of one call on both sides of a migration) and
+  ``CLUSTERDOWN`` (a failover in progress): the call is repeated after a short back-off.
+  None of these ran the command, so even an acquire is re-sent.
+* A call that fails before reaching a node makes the next call reload the slot map
+  (redis-py's ``initialize``): a failover moves slots to a promoted replica.
+
+The per-node servers are the faces' own (:class:`~syncprims._transport.sync.SyncServer`,
+:class:`~syncprims._transport.aio.AsyncServer`), whose methods the router awaits; the
+blocking ones never suspend, so the sync face still runs its core in one step.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import urlsplit
 
+from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
-from syncprims._transport.aio import Orphan
-from syncprims._transport.connections import ClusterRedirectError, key_slot
+from syncprims._transport.aio import NodePool
+from syncprims._transport.errors import ClusterRedirectError, key_slot
 from syncprims.errors import RedisConnectionError, ServerReplyError, TransportError
 
-__all__ = ["ClusterRouter", "NodePool"]
+__all__ = ["AsyncTopology", "ClusterRouter", "NodeServer", "SyncTopology"]
 
-SLOTS = 16384
 MAX_HOPS = 6
 Address = tuple[str, int]
 
 
-class NodePool(Protocol):
-    """One node's pool (either face's)."""
+class NodeServer(Protocol):
+    """One node's server (either face's)."""
 
-    @property
-    def address(self) -> str: ...
+    address: str
 
     async def eval(
         self,
@@ -52,146 +56,193 @@ class NodePool(Protocol):
     ) -> Any: ...
 
     async def command(
-        self, *args: str | int, context: str, route: str | None = None, asking: bool = False
+        self,
+        *args: str | int,
+        context: str,
+        route: str | None = None,
+        asking: bool = False,
+        timeout: float | None = None,
     ) -> Any: ...
 
+    def close(self) -> None: ...
 
-P = TypeVar("P", bound=NodePool)
+
+S = TypeVar("S", bound=NodeServer)
 
 
-class ClusterRouter(Generic[P]):
+class SyncTopology:
+    """A blocking ``redis.RedisCluster``'s slot map and node pools."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+
+    def node_of_slot(self, slot: int) -> Address:
+        node = self._cluster.nodes_manager.get_node_from_slot(slot)
+        return (node.host, int(node.port))
+
+    def any_node(self) -> Address:
+        node = self._cluster.get_default_node() or self._cluster.get_nodes()[0]
+        return (node.host, int(node.port))
+
+    def pool_of(self, address: Address) -> Any:
+        cluster = self._cluster
+        node = cluster.get_node(host=address[0], port=address[1])
+        if node is None:  # a node redis-py has not seen yet (an ASK target)
+            from redis.cluster import ClusterNode
+
+            node = ClusterNode(address[0], address[1])  # type: ignore[no-untyped-call]
+        return cluster.get_redis_connection(node).connection_pool
+
+    async def moved(self, error: ClusterRedirectError) -> None:
+        self._cluster.nodes_manager.move_slot(error.cause)
+
+    async def refresh(self) -> None:
+        self._cluster.nodes_manager.initialize()
+
+
+class AsyncTopology:
+    """A ``redis.asyncio.RedisCluster``'s slot map and node connections."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+
+    def node_of_slot(self, slot: int) -> Address:
+        node = self._cluster.nodes_manager.get_node_from_slot(slot)
+        return (node.host, int(node.port))
+
+    def any_node(self) -> Address:
+        node = self._cluster.get_default_node() or self._cluster.get_nodes()[0]
+        return (node.host, int(node.port))
+
+    def pool_of(self, address: Address) -> Any:
+        cluster = self._cluster
+        node = cluster.get_node(host=address[0], port=address[1])
+        if node is None:  # a node redis-py has not seen yet (an ASK target)
+            from redis.asyncio.cluster import ClusterNode
+
+            node = ClusterNode(address[0], address[1], **cluster.get_connection_kwargs())
+        return NodePool(node)
+
+    async def moved(self, error: ClusterRedirectError) -> None:
+        await self._cluster.nodes_manager.move_slot(error.cause)
+
+    async def refresh(self) -> None:
+        await self._cluster.nodes_manager.initialize()
+
+
+class Topology(Protocol):
+    def node_of_slot(self, slot: int) -> Address: ...
+
+    def any_node(self) -> Address: ...
+
+    def pool_of(self, address: Address) -> Any: ...
+
+    async def moved(self, error: ClusterRedirectError) -> None: ...
+
+    async def refresh(self) -> None: ...
+
+
+class ClusterRouter(Generic[S]):
     """Routes calls to the node that owns their slot.
 
     Args:
-        seeds: node URLs to learn the cluster from.
-        make_pool: a new pool for a node ``(host, port)``.
+        topology: redis-py's cluster, seen through :class:`SyncTopology` or
+            :class:`AsyncTopology`.
+        make_server: a face's server for a node's pool and address.
         sleep: the face's sleep, for TRYAGAIN/CLUSTERDOWN back-off.
-        timeout: the per-call timeout, for messages.
+        address: the cluster, for messages.
     """
 
     def __init__(
         self,
-        seeds: Sequence[str],
-        make_pool: Callable[[str, int], P],
+        topology: Topology,
+        make_server: Callable[[Any, str], S],
         sleep: Callable[[float], Awaitable[None]],
+        address: str,
     ) -> None:
-        self._seeds: list[Address] = []
-        for url in seeds:
-            parts = urlsplit(url)
-            self._seeds.append((parts.hostname or "127.0.0.1", parts.port or 6379))
-        self._make_pool = make_pool
+        self._topology = topology
+        self._make_server = make_server
         self._sleep = sleep
-        self._pools: dict[Address, P] = {}
-        self._slots: list[Address | None] = [None] * SLOTS
-        self._stale = True
-        self.sharded: bool | None = None  # sharded pub/sub (Redis 7+), learned on refresh
-        self.address = ",".join(f"{h}:{p}" for h, p in self._seeds)
+        self._servers: dict[Address, S] = {}
+        self._mutex = threading.Lock()
+        self._stale = False
+        self.sharded: bool | None = None  # sharded pub/sub (Redis 7+), probed on first use
+        self.address = address
 
     # -- topology -----------------------------------------------------------------------------
 
-    def pool(self, node: Address) -> P:
-        """The pool of ``node`` (made on first use)."""
-        pool = self._pools.get(node)
-        if pool is None:
-            pool = self._pools[node] = self._make_pool(*node)
-        return pool
+    def server(self, node: Address) -> S:
+        """The server of ``node`` (made on first use)."""
+        server = self._servers.get(node)
+        if server is None:
+            with self._mutex:
+                server = self._servers.get(node)
+                if server is None:
+                    pool = self._topology.pool_of(node)
+                    server = self._servers[node] = self._make_server(pool, f"{node[0]}:{node[1]}")
+        return server
 
-    def pools(self) -> list[P]:
-        """Every pool made so far."""
-        return list(self._pools.values())
+    def servers(self) -> list[S]:
+        """Every server made so far."""
+        return list(self._servers.values())
 
     def node_of(self, key: str | None) -> Address:
-        """The node that owns ``key``'s slot (any known node for ``None``)."""
-        if key is not None:
-            node = self._slots[key_slot(key)]
-            if node is not None:
-                return node
-        known = [n for n in self._slots if n is not None]
-        return known[0] if known else self._seeds[0]
+        """The node that owns ``key``'s slot (any node for ``None``)."""
+        if key is None:
+            return self._topology.any_node()
+        return self._topology.node_of_slot(key_slot(key))
 
-    def route(self, keys: Sequence[str]) -> P:
-        """The pool for a call on ``keys`` (by the first key)."""
-        return self.pool(self.node_of(keys[0] if keys else None))
+    def route(self, keys: Sequence[str]) -> S:
+        """The server for a call on ``keys`` (by the first key)."""
+        return self.server(self.node_of(keys[0] if keys else None))
 
-    def slot_of(self, key: str) -> int:
-        """``key``'s slot."""
-        return key_slot(key)
-
-    def mark_stale(self) -> None:
-        """Reload the slot map before the next call."""
-        self._stale = True
-
-    async def refresh(self) -> None:
-        """Reload the slot map from the first node that answers.
-
-        Raises:
-            TransportError: no known node answered.
-        """
-        candidates = list(dict.fromkeys([*self._pools, *self._seeds]))
-        error: Exception | None = None
-        for node in candidates:
-            try:
-                reply = await self.pool(node).command(
-                    "CLUSTER", "SLOTS", context="discovering the cluster's slots"
-                )
-            except (TransportError, ServerReplyError) as exc:
-                error = exc
-                continue
-            slots: list[Address | None] = [None] * SLOTS
-            for entry in reply:
-                start, end, master = int(entry[0]), int(entry[1]), entry[2]
-                host = master[0].decode() if isinstance(master[0], bytes) else str(master[0])
-                address = (host or node[0], int(master[1]))
-                for slot in range(start, end + 1):
-                    slots[slot] = address
-            self._slots = slots
-            self._stale = False
-            if self.sharded is None:
-                await self._probe_sharded(node)
-            return
-        raise error or RedisConnectionError(
-            f"no node of the cluster at {self.address} answered", maybe_executed=False
-        )
-
-    async def _probe_sharded(self, node: Address) -> None:
-        try:
-            await self.pool(node).command(
-                "PUBSUB", "SHARDNUMSUB", context="probing for sharded pub/sub"
-            )
-            self.sharded = True
-        except ServerReplyError:
-            self.sharded = False
-
-    async def _ready(self) -> None:
+    async def ready(self) -> None:
+        """Reload the slot map if a call found it stale, and probe for sharded pub/sub once."""
         if self._stale:
-            await self.refresh()
+            self._stale = False
+            try:
+                await self._topology.refresh()
+            except Exception as error:  # no node answered: the next call tries again
+                self._stale = True
+                raise RedisConnectionError(
+                    f"no node of the cluster at {self.address} answered: {error}",
+                    maybe_executed=False,
+                ) from error
+        if self.sharded is None:
+            try:
+                await self.server(self._topology.any_node()).command(
+                    "PUBSUB", "SHARDNUMSUB", context="probing for sharded pub/sub"
+                )
+                self.sharded = True
+            except ServerReplyError:
+                self.sharded = False
 
     # -- calls --------------------------------------------------------------------------------
 
-    async def _routed(self, keys: Sequence[str], call: Callable[[P, bool], Awaitable[Any]]) -> Any:
-        await self._ready()
+    async def _routed(self, keys: Sequence[str], call: Callable[[S, bool], Awaitable[Any]]) -> Any:
+        await self.ready()
         target: Address | None = None
         asking = False
         last: ClusterRedirectError | None = None
         for hop in range(MAX_HOPS):
-            pool = self.pool(target) if target is not None else self.route(keys)
+            server = self.server(target) if target is not None else self.route(keys)
             try:
-                return await call(pool, asking)
+                return await call(server, asking)
             except ClusterRedirectError as redirect:
                 last = redirect
                 target, asking = None, False
-                if redirect.kind == "moved" and redirect.slot is not None and redirect.node:
-                    self._slots[redirect.slot] = redirect.node
+                if redirect.kind == "moved":
+                    await self._topology.moved(redirect)
                 elif redirect.kind == "ask" and redirect.node:
                     target, asking = redirect.node, True
                 else:  # tryagain / down: a migration or a failover in progress
                     await self._sleep(min(0.025 * 2**hop, 0.5))
                     if redirect.kind == "down":
-                        self.mark_stale()
-                        await self._ready()
+                        self._stale = True
+                        await self.ready()
             except TransportError as error:
                 if not error.maybe_executed:
-                    self.mark_stale()
+                    self._stale = True
                 raise
         assert last is not None
         raise last
@@ -209,16 +260,27 @@ class ClusterRouter(Generic[P]):
         """Run ``script`` once on the node of its keys (following redirections)."""
         return await self._routed(
             keys,
-            lambda pool, ask: pool.eval(
+            lambda server, ask: server.eval(
                 script, keys, args, context=context, on_orphan=on_orphan, asking=ask
             ),
         )
 
     async def command(
-        self, *args: str | int, context: str, route: str | None = None, asking: bool = False
+        self,
+        *args: str | int,
+        context: str,
+        route: str | None = None,
+        asking: bool = False,
+        timeout: float | None = None,
     ) -> Any:
         """Run a plain command once on the node of ``route`` (any node for ``None``)."""
         keys = [route] if route is not None else []
         return await self._routed(
-            keys, lambda pool, ask: pool.command(*args, context=context, asking=ask)
+            keys,
+            lambda server, ask: server.command(*args, context=context, asking=ask, timeout=timeout),
         )
+
+    def close(self) -> None:
+        """Refuse new calls on every node."""
+        for server in self.servers():
+            server.close()

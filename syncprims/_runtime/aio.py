@@ -1,0 +1,253 @@
+"""The asyncio face's executor: everything on the client's event loop.
+
+Commands go through the client's ``redis.asyncio`` pool (or ``RedisCluster``); waits are
+futures of the loop; the pub/sub reader, the watchdog and the janitor are tasks and timers of
+the same loop, using the same pool. No thread and no second set of connections: the
+caller's settings are the only ones. A loop blocked longer than a lease cannot renew it
+(as for any asyncio code); the holder learns of the loss when the loop runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from syncprims._protocol.contracts import Call, Orphan, WakePolicy
+from syncprims._protocol.scripts import Script
+from syncprims._runtime.base import ExecutorBase
+from syncprims._services.janitor import Janitor
+from syncprims._services.loop import CallerLoop
+from syncprims._services.pubsub import ClusterSubscribers, Subscription, TaskSubscriber
+from syncprims._services.watchdog import Watchdog
+from syncprims._transport.aio import AsyncServer, bind_loop
+from syncprims._transport.cluster import AsyncTopology, ClusterRouter
+from syncprims._transport.sources import Source, aclose_owned, async_source
+from syncprims.config import Config
+from syncprims.errors import SyncPrimsError
+
+__all__ = ["AsyncExecutor"]
+
+log = logging.getLogger("syncprims")
+
+AsyncTransport = AsyncServer | ClusterRouter[AsyncServer]
+
+
+class AsyncExecutor(ExecutorBase):
+    """``redis.asyncio`` transport and services on the client's event loop.
+
+    Args:
+        config: the client's options.
+        source: the ``redis.asyncio`` pool or cluster.
+        loop: the event loop the client belongs to.
+    """
+
+    transport: AsyncTransport
+
+    def __init__(self, config: Config, source: Source, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(config, source)
+        self.event_loop = loop
+        timeout = self.bounds.timeout
+        lease = self.config.lock_watchdog_timeout
+
+        def server(pool: Any, address: str) -> AsyncServer:
+            return AsyncServer(
+                pool, address=address, timeout=timeout, orphan_timeout=lease, loop=loop
+            )
+
+        self.pubsub: TaskSubscriber | ClusterSubscribers[TaskSubscriber]
+        if source.cluster is not None:
+            router = ClusterRouter(
+                AsyncTopology(source.cluster), server, self.sleep, source.address
+            )
+            self.transport = router
+            self.pubsub = ClusterSubscribers(
+                router.node_of,
+                self.sharded,
+                lambda node, sharded: TaskSubscriber(
+                    router.server(node).pool,
+                    address=f"{node[0]}:{node[1]}",
+                    timeout=timeout,
+                    name=f"{self.name}-{node[1]}",
+                    sharded=sharded,
+                ),
+            )
+        else:
+            self.transport = server(source.pool, source.address)
+            self.pubsub = TaskSubscriber(
+                source.pool, address=source.address, timeout=timeout, name=self.name
+            )
+        self.services = CallerLoop(loop, self.name)
+        self.watchdog = Watchdog(
+            self.services,
+            self.transport,
+            lease=lease,
+            batch_size=self.config.watchdog_batch_size,
+            retry_delay=self.config.retry_delay[1],
+            slot_of=self.slot_of,
+        )
+        self.janitor = Janitor(self.services, self.transport, slot_of=self.slot_of)
+        self._undoing: set[asyncio.Task[None]] = set()
+
+    def _cluster_sharded(self) -> bool:
+        return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
+
+    async def start(self) -> None:
+        """Check that Redis answers (``PING``); in a cluster, load the slot map first.
+
+        Raises:
+            TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
+        """
+        if isinstance(self.transport, ClusterRouter):
+            await self.transport.ready()
+        await self.transport.command("PING", context="connecting")
+
+    async def eval(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        *,
+        context: str,
+        on_orphan: Orphan | None = None,
+    ) -> Any:
+        return await self.transport.eval(script, keys, args, context=context, on_orphan=on_orphan)
+
+    async def command(
+        self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
+    ) -> Any:
+        return await self.transport.command(*args, context=context, route=route, timeout=timeout)
+
+    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+        for call in calls:
+            if not isinstance(call.executor, AsyncExecutor):
+                raise TypeError("a fan-out mixes the sync and the asyncio face")
+        loop = asyncio.get_running_loop()
+        tasks = [
+            loop.create_task(
+                call.executor.eval(
+                    call.call.script,
+                    call.call.keys,
+                    call.call.args,
+                    context=call.context,
+                    on_orphan=call.on_orphan,
+                )
+            )
+            for call in calls
+        ]
+        try:
+            replies = await asyncio.gather(*tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            # Calls still in flight were cancelled and undo themselves (on_orphan); calls that
+            # had already answered are undone here.
+            for call, task in zip(calls, tasks, strict=True):
+                finished = task.done() and not task.cancelled() and task.exception() is None
+                if call.on_orphan is not None and finished:
+                    self._undo(call.on_orphan, task.result())
+            raise
+        for reply in replies:
+            if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
+                raise reply
+        return list(replies)
+
+    def _undo(self, on_orphan: Orphan, reply: Any) -> None:
+        async def undo() -> None:
+            try:
+                await on_orphan(reply)
+            except Exception:
+                log.exception("undoing an abandoned fan-out call failed; its lease bounds it")
+
+        task = asyncio.get_running_loop().create_task(undo())
+        self._undoing.add(task)
+        task.add_done_callback(self._undoing.discard)
+
+    async def subscribe(
+        self, channel: str, policy: WakePolicy, route: str | None = None
+    ) -> Subscription:
+        bind_loop(self.event_loop)
+        pubsub = self.pubsub
+        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
+        return await driver.acquire(channel, policy)
+
+    def unsubscribe(self, sub: Any) -> None:
+        assert isinstance(sub, Subscription)
+        sub.table.release(sub)
+
+    async def wait_ready(self, sub: Any, timeout: float) -> bool:
+        assert isinstance(sub, Subscription)
+        ready = await sub.ready.wait_async(timeout)
+        sub.raise_if_refused()
+        return ready
+
+    async def wait(self, sub: Any, timeout: float | None) -> bool:
+        assert isinstance(sub, Subscription)
+        woken = await sub.latch.wait_async(timeout)
+        sub.raise_if_refused()
+        return woken
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def _servers(self) -> list[AsyncServer]:
+        transport = self.transport
+        return transport.servers() if isinstance(transport, ClusterRouter) else [transport]
+
+    async def aclose(self) -> None:
+        """Finish background work, stop the services, give the pub/sub connection back, close
+        what syncprims made. A redis-py client passed in stays open. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        bind_loop(self.event_loop)
+        for server in self._servers():
+            await server.drain(self.bounds.timeout)
+        pubsub = self.pubsub
+        for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
+            await subscriber.aclose()
+        self.watchdog.aclose()
+        try:
+            await asyncio.wait_for(self.janitor.flush_now(), self.bounds.timeout + 2)
+        except Exception as error:  # the keys expire by their TTL
+            log.debug("shutdown: deleting unlock latch keys failed: %r", error)
+        await self.services.drain(1.0)
+        self.transport.close()
+        owned = self.source.owned
+        if owned is not None:
+            await aclose_owned(owned)
+
+    def after_fork(self) -> None:
+        super().after_fork()
+        self.pubsub.forget()
+        self.watchdog.forget()
+        self.janitor.forget()
+        for server in self._servers():
+            server.forget()
+
+
+async def open_executor(
+    source: object, config: Config, *, check: bool = True, connect_timeout: float | None = None
+) -> AsyncExecutor:
+    """An executor for ``source`` (see :func:`syncprims.asyncio.connect`), on the running loop.
+
+    Args:
+        source: a URL or a ``redis.asyncio`` client, pool or cluster.
+        config: the options.
+        check: ``PING`` Redis now (and load a cluster's slot map); ``False`` connects on
+            first use.
+        connect_timeout: with a URL, the made client's connect timeout, seconds.
+
+    Raises:
+        TypeError: ``source`` is of no accepted type.
+        ValueError: a bad URL.
+        TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
+    """
+    resolved = await async_source(source, timeout=config.timeout, connect_timeout=connect_timeout)
+    executor = AsyncExecutor(config, resolved, asyncio.get_running_loop())
+    if check:
+        try:
+            await executor.start()
+        except BaseException:
+            await executor.aclose()
+            raise
+    return executor

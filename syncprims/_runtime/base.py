@@ -1,0 +1,117 @@
+"""What both executors share: options resolved against the redis-py client, identity, clocks,
+back-off, and fork safety.
+
+Fork safety: after ``os.fork()`` every live executor in the child gets a new client id and
+forgets the parent's subscriptions and renewals (``os.register_at_fork``); the child
+therefore never owns, renews or releases the parent's locks. redis-py's pools notice the fork
+themselves and open new connections in the child.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import weakref
+
+import attrs
+from redis.backoff import EqualJitterBackoff
+
+from syncprims._protocol.ids import new_client_id
+from syncprims._protocol.timing import Bounds
+from syncprims._transport.errors import key_slot
+from syncprims._transport.sources import CONNECT_TIMEOUT, Source
+from syncprims.config import DEFAULT_TIMEOUT, Config
+
+__all__ = ["ExecutorBase"]
+
+log = logging.getLogger("syncprims")
+
+_live: weakref.WeakSet[ExecutorBase] = weakref.WeakSet()
+
+
+def resolve(config: Config, source: Source) -> tuple[Config, Bounds]:
+    """The options with ``timeout`` resolved (the option, else the client's socket timeout,
+    else 3 s), and the bounds of one call."""
+    timeout = config.timeout
+    if timeout is None:
+        timeout = source.socket_timeout if source.socket_timeout else DEFAULT_TIMEOUT
+    connect = source.connect_timeout
+    if connect is None and not source.in_process:
+        log.warning(
+            "the redis-py client of %s has no socket_connect_timeout: connecting to an "
+            "unreachable host can take the operating system's TCP timeout, beyond "
+            "syncprims' bound of one operation (%g s assumed)",
+            source.address,
+            CONNECT_TIMEOUT,
+        )
+    if connect is None:
+        connect = CONNECT_TIMEOUT
+    resolved = attrs.evolve(config, timeout=timeout)
+    bounds = Bounds(
+        timeout=timeout,
+        connect_timeout=connect,
+        retry_attempts=config.retry_attempts,
+        retry_delay_cap=config.retry_delay[1],
+    )
+    return resolved, bounds
+
+
+class ExecutorBase:
+    """Options, identity, clocks and back-off common to both executors.
+
+    Args:
+        config: the client's options.
+        source: the redis-py pool or cluster the client talks through.
+    """
+
+    def __init__(self, config: Config, source: Source) -> None:
+        self.config, self.bounds = resolve(config, source)
+        self.source = source
+        self.client_id = new_client_id()
+        self.cluster = source.cluster is not None
+        self.name = f"syncprims-{self.client_id[:8]}"
+        base, cap = self.config.retry_delay
+        self._backoff = EqualJitterBackoff(cap=cap, base=base)
+        self.closed = False
+        _live.add(self)
+
+    def retry_delay(self, attempt: int) -> float:
+        """Equal-jitter back-off (redis-py's ``EqualJitterBackoff``), seconds."""
+        return self._backoff.compute(min(attempt, 32))
+
+    def slot_of(self, key: str) -> int:
+        """The cluster slot of ``key`` (0 outside a cluster)."""
+        return key_slot(key) if self.cluster else 0
+
+    def sharded(self, channel: str, key: str) -> bool:
+        """Whether ``channel`` of the object at ``key`` uses sharded pub/sub: a Redis 7+
+        cluster, channel and key in one slot."""
+        return self._cluster_sharded() and key_slot(channel) == key_slot(key)
+
+    def _cluster_sharded(self) -> bool:
+        return False
+
+    def publish_command_for(self, channel: str, key: str) -> str:
+        """``SPUBLISH`` for a sharded channel, else ``PUBLISH``."""
+        return "SPUBLISH" if self.cluster and self.sharded(channel, key) else "PUBLISH"
+
+    def monotonic(self) -> float:
+        """The monotonic clock, seconds."""
+        return time.monotonic()
+
+    def wall_ms(self) -> int:
+        """The wall clock, epoch milliseconds."""
+        return time.time_ns() // 1_000_000
+
+    def after_fork(self) -> None:
+        """In a forked child: a new identity, and nothing of the parent's background state."""
+        self.client_id = new_client_id()
+
+
+def _after_fork_in_child() -> None:
+    for executor in list(_live):
+        executor.after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,259 @@
+"""The sync face's executor: every operation completes on the calling thread.
+
+Commands go through the client's blocking redis-py pool (or ``RedisCluster``) on the caller's
+thread; waits block the thread on a ``threading`` primitive; the core coroutine is therefore
+run to completion in one step (:func:`syncprims._protocol.stepping.run`). The watchdog and
+the janitor run on the client's services thread and make their calls through the same pool on
+worker threads (a stalled renewal never blocks the services loop); the pub/sub reader has a
+thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from syncprims._protocol.contracts import Call, Orphan, WakePolicy
+from syncprims._protocol.scripts import Script
+from syncprims._protocol.stepping import run
+from syncprims._runtime.base import ExecutorBase
+from syncprims._services.janitor import Janitor
+from syncprims._services.loop import ServiceLoop
+from syncprims._services.pubsub import ClusterSubscribers, Subscription, ThreadSubscriber
+from syncprims._services.watchdog import Watchdog
+from syncprims._transport.cluster import ClusterRouter, SyncTopology
+from syncprims._transport.errors import ClusterRedirectError
+from syncprims._transport.sources import Source, close_owned, sync_source
+from syncprims._transport.sync import SyncServer, fan_out
+from syncprims.config import Config
+from syncprims.errors import SyncPrimsError
+
+__all__ = ["SyncExecutor"]
+
+log = logging.getLogger("syncprims")
+
+SyncTransport = SyncServer | ClusterRouter[SyncServer]
+
+
+class _OffLoop:
+    """The blocking transport, called from the services loop on a worker thread."""
+
+    def __init__(self, transport: SyncTransport) -> None:
+        self._transport = transport
+
+    async def eval(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        *,
+        context: str,
+    ) -> object:
+        transport = self._transport
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: run(transport.eval(script, keys, args, context=context))
+        )
+
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> object:
+        transport = self._transport
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: run(transport.command(*args, context=context, route=route))
+        )
+
+
+class SyncExecutor(ExecutorBase):
+    """Blocking transport; every operation completes on the calling thread.
+
+    Args:
+        config: the client's options.
+        source: the blocking redis-py pool or cluster.
+    """
+
+    transport: SyncTransport
+
+    def __init__(self, config: Config, source: Source) -> None:
+        super().__init__(config, source)
+        timeout = self.bounds.timeout
+        self.pubsub: ThreadSubscriber | ClusterSubscribers[ThreadSubscriber]
+        if source.cluster is not None:
+            router = ClusterRouter(
+                SyncTopology(source.cluster),
+                lambda pool, address: SyncServer(pool, address=address, timeout=timeout),
+                self.sleep,
+                source.address,
+            )
+            self.transport = router
+            self.pubsub = ClusterSubscribers(
+                router.node_of,
+                self.sharded,
+                lambda node, sharded: ThreadSubscriber(
+                    router.server(node).pool,
+                    address=f"{node[0]}:{node[1]}",
+                    timeout=timeout,
+                    name=f"{self.name}-{node[1]}",
+                    sharded=sharded,
+                ),
+            )
+        else:
+            self.transport = SyncServer(source.pool, address=source.address, timeout=timeout)
+            self.pubsub = ThreadSubscriber(
+                source.pool, address=source.address, timeout=timeout, name=self.name
+            )
+        self.loop = ServiceLoop(self.name)
+        runner = _OffLoop(self.transport)
+        self.watchdog = Watchdog(
+            self.loop,
+            runner,
+            lease=self.config.lock_watchdog_timeout,
+            batch_size=self.config.watchdog_batch_size,
+            retry_delay=self.config.retry_delay[1],
+            slot_of=self.slot_of,
+        )
+        self.janitor = Janitor(self.loop, runner, slot_of=self.slot_of)
+
+    def _cluster_sharded(self) -> bool:
+        return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
+
+    async def start(self) -> None:
+        """Check that Redis answers (``PING``); in a cluster, load the slot map first.
+
+        Raises:
+            TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
+        """
+        if isinstance(self.transport, ClusterRouter):
+            await self.transport.ready()
+        await self.transport.command("PING", context="connecting")
+
+    async def eval(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        *,
+        context: str,
+        on_orphan: Orphan | None = None,
+    ) -> Any:
+        return await self.transport.eval(script, keys, args, context=context)
+
+    async def command(
+        self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
+    ) -> Any:
+        return await self.transport.command(*args, context=context, route=route, timeout=timeout)
+
+    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+        routed = []
+        for call in calls:
+            ex = call.executor
+            if not isinstance(ex, SyncExecutor):
+                raise TypeError("a fan-out mixes the sync and the asyncio face")
+            transport = ex.transport
+            if isinstance(transport, ClusterRouter):
+                await transport.ready()
+                server = transport.route(call.call.keys)
+            else:
+                server = transport
+            routed.append((server, call.call.script, call.call.keys, call.call.args, call.context))
+        replies = fan_out(routed)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, ClusterRedirectError):  # it did not run: follow it alone
+                call = calls[i]
+                try:
+                    replies[i] = await call.executor.eval(
+                        call.call.script, call.call.keys, call.call.args, context=call.context
+                    )
+                except SyncPrimsError as error:
+                    replies[i] = error
+        return replies
+
+    async def subscribe(
+        self, channel: str, policy: WakePolicy, route: str | None = None
+    ) -> Subscription:
+        pubsub = self.pubsub
+        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
+        return await driver.acquire(channel, policy)
+
+    def unsubscribe(self, sub: Any) -> None:
+        assert isinstance(sub, Subscription)
+        sub.table.release(sub)
+
+    async def wait_ready(self, sub: Any, timeout: float) -> bool:
+        assert isinstance(sub, Subscription)
+        ready = sub.ready.wait_sync(timeout)
+        sub.raise_if_refused()
+        return ready
+
+    async def wait(self, sub: Any, timeout: float | None) -> bool:
+        assert isinstance(sub, Subscription)
+        woken = sub.latch.wait_sync(timeout)
+        sub.raise_if_refused()
+        return woken
+
+    async def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)  # noqa: ASYNC251 - the sync executor blocks by design
+
+    async def _close_services(self) -> None:
+        """On the services loop: stop renewing, delete pending latch keys."""
+        self.watchdog.aclose()
+        await self.janitor.flush_now()
+
+    def close(self) -> None:
+        """Stop the services, give the pub/sub connection back, close what syncprims made
+        (blocking). A redis-py client passed in stays open. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        pubsub = self.pubsub
+        for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
+            subscriber.close()
+        if self.loop.started and not self.loop.in_loop_thread():
+            try:
+                self.loop.run(self._close_services(), self.bounds.timeout + 2)
+            except Exception as error:
+                log.warning("shutdown of the services did not finish cleanly: %r", error)
+        self.loop.close()
+        self.transport.close()
+        owned = self.source.owned
+        if owned is not None:
+            close_owned(owned)
+
+    async def aclose(self) -> None:
+        """:meth:`close`, awaitable (the core's shape)."""
+        self.close()
+
+    def after_fork(self) -> None:
+        super().after_fork()
+        self.loop.forget()
+        self.pubsub.forget()
+        self.watchdog.forget()
+        self.janitor.forget()
+
+
+def open_executor(
+    source: object, config: Config, *, check: bool = True, connect_timeout: float | None = None
+) -> SyncExecutor:
+    """An executor for ``source`` (see :func:`syncprims.connect`).
+
+    Args:
+        source: a URL or a blocking redis-py client, pool or cluster.
+        config: the options.
+        check: ``PING`` Redis now (and load a cluster's slot map); ``False`` connects on
+            first use.
+        connect_timeout: with a URL, the made client's connect timeout, seconds.
+
+    Raises:
+        TypeError: ``source`` is of no accepted type.
+        ValueError: a bad URL.
+        TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
+    """
+    resolved = sync_source(source, timeout=config.timeout, connect_timeout=connect_timeout)
+    executor = SyncExecutor(config, resolved)
+    if check:
+        try:
+            run(executor.start())
+        except BaseException:
+            executor.close()
+            raise
+    return executor

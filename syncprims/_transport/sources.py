@@ -1,0 +1,426 @@
+"""What a client is built on: a redis-py object the caller passes in, or one made from a URL.
+
+:func:`sync_source` / :func:`async_source` accept the objects an application already has
+(``redis.Redis`` incl. ``fakeredis.FakeRedis`` and a Sentinel ``master_for`` client, a
+``ConnectionPool`` of any kind, a ``RedisCluster``; or their ``redis.asyncio`` twins) and
+return the pool (or cluster) syncprims takes its connections from. Nothing about the
+connection (credentials, TLS, database, client name, socket timeouts, pool size) is set by
+syncprims then: those are the caller's settings, and the caller keeps ownership (shutting a
+syncprims client down leaves the redis-py object open).
+
+A URL makes a redis-py client that syncprims owns (and closes at shutdown), with
+:func:`redis_from_url`: ``redis://``, ``rediss://`` and ``unix://`` as redis-py reads them
+(query parameters included, e.g. ``?ssl_ca_certs=/ca.pem&client_name=app``), plus two
+multi-host forms: ``redis+cluster://[user:password@]host:port,host:port[?...]`` (a
+``RedisCluster`` seeded by those nodes) and
+``redis+sentinel://[user:password@]host:port,host:port/master_name[?sentinel_password=...]``
+(the master's client from a ``Sentinel``; the user and password are the master's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import attrs
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.asyncio.sentinel
+import redis.cluster
+import redis.exceptions
+import redis.retry
+import redis.sentinel
+from redis.backoff import NoBackoff
+
+from syncprims.errors import RedisConnectionError
+
+__all__ = [
+    "ACCEPTED",
+    "ASYNC_ACCEPTED",
+    "Source",
+    "async_redis_from_url",
+    "aclose_owned",
+    "async_source",
+    "close_owned",
+    "redact",
+    "redis_from_url",
+    "sync_source",
+]
+
+ACCEPTED = (
+    "a redis:// / rediss:// / unix:// / redis+cluster:// / redis+sentinel:// URL, a "
+    "redis.Redis (also fakeredis.FakeRedis or a Sentinel master_for client), a "
+    "redis.ConnectionPool or a redis.RedisCluster"
+)
+ASYNC_ACCEPTED = (
+    "a redis:// / rediss:// / unix:// / redis+cluster:// / redis+sentinel:// URL, a "
+    "redis.asyncio.Redis (also fakeredis.FakeAsyncRedis or a Sentinel master_for client), a "
+    "redis.asyncio.ConnectionPool or a redis.asyncio.RedisCluster"
+)
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT = 5.0
+"""``socket_connect_timeout`` of the clients made from a URL, unless the URL sets one."""
+
+
+def redact(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+@attrs.frozen
+class Source:
+    """The redis-py object(s) a client talks through.
+
+    Attributes:
+        pool: the connection pool of one server or of a sentinel-managed master; ``None``
+            for a cluster.
+        cluster: the ``RedisCluster`` (either face's); ``None`` for one server.
+        owned: the redis-py client syncprims made from a URL and closes at shutdown;
+            ``None`` when the caller passed the object in (the caller owns it).
+        address: where Redis is, for messages (no password).
+        socket_timeout: the client's reply timeout, seconds, or ``None`` when it has none.
+        connect_timeout: the longest opening one connection can take, seconds: the client's
+            ``socket_connect_timeout`` times the attempts its ``Retry`` makes, plus the
+            back-off between them; ``None`` when it has no connect timeout.
+        in_process: the server is in this process (fakeredis): no network to wait for.
+    """
+
+    pool: Any
+    cluster: Any
+    owned: Any
+    address: str
+    socket_timeout: float | None
+    connect_timeout: float | None
+    in_process: bool = False
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _pool_address(pool: Any) -> str:
+    server = pool.connection_kwargs.get("server")
+    if server is not None:  # fakeredis
+        return f"fakeredis server {getattr(server, 'name', '')}".rstrip()
+    service = getattr(pool, "service_name", None)
+    if service is not None:  # a SentinelConnectionPool
+        return f"sentinel master {service!r}"
+    kwargs = pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+def _connect_bound(kwargs: dict[str, Any]) -> float | None:
+    """How long opening a connection can take with these settings (see :class:`Source`).
+
+    redis-py retries the socket connection (and a TLS handshake) with the client's ``Retry``;
+    the credentials exchange after it is not retried.
+    """
+    single = _float(kwargs.get("socket_connect_timeout"))
+    if single is None:
+        return None
+    retry = kwargs.get("retry")
+    retries = 0
+    pause = 0.0
+    if retry is not None:
+        try:
+            retries = max(0, int(retry.get_retries()))
+        except (AttributeError, TypeError, ValueError):
+            retries = 0
+        pause = _float(getattr(getattr(retry, "_backoff", None), "_cap", None)) or 0.0
+    return single * (retries + 1) + pause * retries
+
+
+def _pool_source(pool: Any, owned: Any) -> Source:
+    kwargs = pool.connection_kwargs
+    return Source(
+        pool=pool,
+        cluster=None,
+        owned=owned,
+        address=_pool_address(pool),
+        socket_timeout=_float(kwargs.get("socket_timeout")),
+        connect_timeout=_connect_bound(kwargs),
+        in_process=type(pool).__module__.startswith("fakeredis")
+        or getattr(pool, "connection_class", object).__module__.startswith("fakeredis"),
+    )
+
+
+def _cluster_source(cluster: Any, kwargs: dict[str, Any], owned: Any) -> Source:
+    nodes = cluster.get_nodes() if hasattr(cluster, "get_nodes") else []
+    address = ",".join(f"{n.host}:{n.port}" for n in nodes) or "a Redis Cluster"
+    return Source(
+        pool=None,
+        cluster=cluster,
+        owned=owned,
+        address=address,
+        socket_timeout=_float(kwargs.get("socket_timeout")),
+        connect_timeout=_connect_bound(kwargs),
+    )
+
+
+def sync_source(
+    source: object, *, timeout: float | None = None, connect_timeout: float | None = None
+) -> Source:
+    """The pool or cluster to use for ``source`` (the argument of :func:`syncprims.connect`).
+
+    Args:
+        source: a URL or a blocking redis-py object (see the module docstring).
+        timeout: with a URL: the made client's ``socket_timeout``, seconds.
+        connect_timeout: with a URL: its ``socket_connect_timeout``, seconds (default 5).
+
+    Raises:
+        TypeError: ``source`` is none of the accepted types (the message names them).
+        ValueError: a bad URL.
+        RedisConnectionError: a cluster URL whose seeds do not answer.
+    """
+    if isinstance(source, str):
+        client = _made(
+            lambda: redis_from_url(source, timeout=timeout, connect_timeout=connect_timeout), source
+        )
+        return _from_sync_object(client, owned=client)
+    return _from_sync_object(source, owned=None)
+
+
+def _from_sync_object(source: object, *, owned: Any) -> Source:
+    if isinstance(source, redis.Redis):
+        return _pool_source(source.connection_pool, owned)
+    if isinstance(source, redis.ConnectionPool):
+        return _pool_source(source, owned)
+    if isinstance(source, redis.RedisCluster):
+        return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[no-untyped-call]
+    if isinstance(
+        source, (redis.asyncio.Redis, redis.asyncio.ConnectionPool, redis.asyncio.RedisCluster)
+    ):
+        raise TypeError(
+            f"{type(source).__name__} is a redis.asyncio object: pass it to "
+            "syncprims.asyncio.connect(), or pass syncprims.connect() a blocking redis-py client"
+        )
+    raise TypeError(f"syncprims.connect() takes {ACCEPTED}; got {type(source).__name__}")
+
+
+async def async_source(
+    source: object, *, timeout: float | None = None, connect_timeout: float | None = None
+) -> Source:
+    """The pool or cluster to use for ``source`` (the argument of
+    :func:`syncprims.asyncio.connect`).
+
+    A ``redis.asyncio.RedisCluster`` that has not loaded its slot map yet is initialized here.
+
+    Raises:
+        TypeError: ``source`` is none of the accepted types (the message names them).
+        ValueError: a bad URL.
+    """
+    if isinstance(source, str):
+        client = _made(
+            lambda: async_redis_from_url(source, timeout=timeout, connect_timeout=connect_timeout),
+            source,
+        )
+        try:
+            return await _from_async_object(client, owned=client)
+        except BaseException:
+            await aclose_owned(client)
+            raise
+    return await _from_async_object(source, owned=None)
+
+
+async def _from_async_object(source: object, *, owned: Any) -> Source:
+    if isinstance(source, redis.asyncio.Redis):
+        return _pool_source(source.connection_pool, owned)
+    if isinstance(source, redis.asyncio.ConnectionPool):
+        return _pool_source(source, owned)
+    if isinstance(source, redis.asyncio.RedisCluster):
+        try:
+            await source.initialize()  # loads the slot map (a no-op once loaded)
+        except (redis.exceptions.RedisError, OSError) as error:
+            raise RedisConnectionError(
+                f"no node of the cluster answered: {error}", maybe_executed=False
+            ) from error
+        return _cluster_source(source, source.get_connection_kwargs(), owned)
+    if isinstance(source, (redis.Redis, redis.ConnectionPool, redis.RedisCluster)):
+        raise TypeError(
+            f"{type(source).__name__} is a blocking redis-py object: pass it to "
+            "syncprims.connect(), or pass syncprims.asyncio.connect() a redis.asyncio client"
+        )
+    raise TypeError(
+        f"syncprims.asyncio.connect() takes {ASYNC_ACCEPTED}; got {type(source).__name__}"
+    )
+
+
+def close_owned(client: Any) -> None:
+    """Close a blocking redis-py client syncprims made (and its sentinels' clients)."""
+    client.close()
+    for sentinel in _sentinels(client):
+        sentinel.close()
+
+
+async def aclose_owned(client: Any) -> None:
+    """Close a ``redis.asyncio`` client syncprims made (and its sentinels' clients)."""
+    await client.aclose()
+    for sentinel in _sentinels(client):
+        await sentinel.aclose()
+
+
+def _sentinels(client: Any) -> list[Any]:
+    pool = getattr(client, "connection_pool", None)
+    manager = getattr(pool, "sentinel_manager", None)
+    return list(manager.sentinels) if manager is not None else []
+
+
+# -- URLs ------------------------------------------------------------------------------------
+
+
+_MULTI = ("redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
+_SINGLE = ("redis", "rediss", "unix")
+
+
+def _made(make: Callable[[], T], url: str) -> T:
+    """Make a redis-py client from a URL; a cluster whose seeds do not answer fails here."""
+    try:
+        return make()
+    except (redis.exceptions.RedisError, OSError) as error:
+        raise RedisConnectionError(
+            f"could not reach Redis at {redact(url)}: {error}", maybe_executed=False
+        ) from error
+
+
+def _defaults(timeout: float | None, connect_timeout: float | None, retry: Any) -> dict[str, Any]:
+    return {
+        "socket_timeout": 3.0 if timeout is None else timeout,
+        "socket_connect_timeout": CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
+        "socket_keepalive": True,
+        "health_check_interval": 0,
+        "retry": retry,
+    }
+
+
+def _node_kwargs(url: str, host: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """redis-py's keyword arguments for one host of a multi-host URL (its query included)."""
+    parts = urlsplit(url)
+    base = parts.scheme.split("+")[0]
+    userinfo = parts.netloc.rpartition("@")[0]
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "sentinel_password"]
+    single = f"{base}://{userinfo + '@' if userinfo else ''}{host}/?{urlencode(query)}"
+    kwargs = dict(defaults)
+    kwargs.update(redis.connection.parse_url(single))  # type: ignore[no-untyped-call]
+    kwargs.pop("host", None)
+    kwargs.pop("port", None)
+    if kwargs.pop("connection_class", None) is not None:  # rediss: TLS for every node
+        kwargs["ssl"] = True
+    return kwargs
+
+
+def _hosts(url: str) -> list[tuple[str, int]]:
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    if not hosts:
+        raise ValueError(f"no hosts in {redact(url)!r}")
+    out = []
+    for host in hosts.split(","):
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit():
+            raise ValueError(f"hosts must be host:port pairs in {redact(url)!r}, got {host!r}")
+        out.append((name, int(port)))
+    return out
+
+
+def _check_scheme(url: object) -> str:
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, not {type(url).__name__}")
+    scheme = urlsplit(url).scheme
+    if scheme not in _SINGLE + _MULTI:
+        known = ", ".join(s + "://" for s in _SINGLE + _MULTI)
+        raise ValueError(f"the URL must start with one of {known}; got {redact(url)!r}")
+    return scheme
+
+
+def redis_from_url(
+    url: str, *, timeout: float | None = None, connect_timeout: float | None = None
+) -> redis.Redis | redis.RedisCluster:
+    """A blocking redis-py client for any URL form syncprims accepts.
+
+    ``redis://``, ``rediss://`` and ``unix://`` go to ``redis.Redis.from_url`` (its query
+    parameters apply); ``redis+cluster://h:p,h:p`` gives a ``RedisCluster`` seeded by those
+    nodes; ``redis+sentinel://h:p,h:p/master_name`` the master's client from a ``Sentinel``
+    (``?sentinel_password=`` for the sentinels' own password). The client has syncprims'
+    defaults where the URL says nothing: ``socket_timeout`` ``timeout`` (3 s),
+    ``socket_connect_timeout`` 5 s, keep-alive on, and no transport retries (syncprims
+    decides what may be retried).
+
+    Args:
+        url: the URL.
+        timeout: the reply timeout, seconds (``None``: 3 s).
+        connect_timeout: the connect timeout, seconds (``None``: 5 s).
+
+    Returns:
+        A ``redis.Redis`` or a ``redis.RedisCluster``; the caller owns it.
+
+    Raises:
+        ValueError: an unknown scheme or a malformed multi-host URL.
+        TypeError: ``url`` is not a ``str``.
+    """
+    scheme = _check_scheme(url)
+    defaults = _defaults(timeout, connect_timeout, redis.retry.Retry(NoBackoff(), 0))
+    if scheme in _SINGLE:
+        return redis.Redis.from_url(url, **defaults)
+    hosts = _hosts(url)
+    kwargs = _node_kwargs(url, f"{hosts[0][0]}:{hosts[0][1]}", defaults)
+    if scheme.endswith("+cluster"):
+        kwargs.pop("db", None)
+        nodes = [redis.cluster.ClusterNode(h, p) for h, p in hosts]  # type: ignore[no-untyped-call]
+        return redis.RedisCluster(startup_nodes=nodes, **kwargs)
+    master, sentinel_kwargs = _sentinel_parts(url, kwargs, 3.0 if timeout is None else timeout)
+    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        hosts, sentinel_kwargs=sentinel_kwargs, **kwargs
+    )
+    client: redis.Redis = sentinel.master_for(master, **kwargs)  # type: ignore[no-untyped-call]
+    return client
+
+
+def async_redis_from_url(
+    url: str, *, timeout: float | None = None, connect_timeout: float | None = None
+) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
+    """The ``redis.asyncio`` twin of :func:`redis_from_url` (same URL forms and defaults, but
+    no ``socket_timeout``: with one, redis-py runs every write through ``asyncio.wait_for``,
+    so syncprims bounds each whole call itself instead, by its ``timeout`` option)."""
+    scheme = _check_scheme(url)
+    defaults = _defaults(timeout, connect_timeout, redis.asyncio.retry.Retry(NoBackoff(), 0))
+    defaults["socket_timeout"] = None
+    if scheme in _SINGLE:
+        return redis.asyncio.Redis.from_url(url, **defaults)
+    hosts = _hosts(url)
+    kwargs = _node_kwargs(url, f"{hosts[0][0]}:{hosts[0][1]}", defaults)
+    if scheme.endswith("+cluster"):
+        kwargs.pop("db", None)
+        nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in hosts]
+        return redis.asyncio.RedisCluster(startup_nodes=nodes, **kwargs)
+    master, sentinel_kwargs = _sentinel_parts(url, kwargs, 3.0 if timeout is None else timeout)
+    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        hosts, sentinel_kwargs=sentinel_kwargs, **kwargs
+    )
+    client: redis.asyncio.Redis = sentinel.master_for(master, **kwargs)
+    return client
+
+
+def _sentinel_parts(url: str, kwargs: dict[str, Any], timeout: float) -> tuple[str, dict[str, Any]]:
+    parts = urlsplit(url)
+    master = parts.path.strip("/")
+    if not master:
+        raise ValueError(f"a sentinel URL needs the master name as its path: {redact(url)!r}")
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": kwargs.get("socket_connect_timeout"),
+    }
+    password = dict(parse_qsl(parts.query)).get("sentinel_password")
+    if password is not None:
+        sentinel_kwargs["password"] = password
+    return master, sentinel_kwargs
