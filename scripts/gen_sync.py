@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "syncprims" / "asyncio"
 TARGET = ROOT / "syncprims" / "_sync"
-MODULES = ["_objects.py", "_lock.py", "_multi.py", "_semaphore.py", "_client.py"]
+FILES = ["_objects.py", "_lock.py", "_multi.py", "_semaphore.py", "_client.py"]
 
 NAMES = {
     "current_task_owner": "current_thread_owner",
@@ -36,12 +36,18 @@ NAMES = {
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
 }
+MODULES = {"syncprims._runtime.aio": "syncprims._runtime.sync"}
+"""Imports of the asyncio face's executor become the sync executor's."""
 PHRASES = [
     ("the current asyncio task", "the current thread"),
     ("current task", "current thread"),
     ("async with ", "with "),
     ("await ", ""),
     ("syncprims.asyncio", "syncprims"),
+    ("redis.asyncio.", "redis."),
+    ("fakeredis.FakeAsyncRedis", "fakeredis.FakeRedis"),
+    ("per event loop in the asyncio face", "per process"),
+    ("It runs on the client's event loop", "It runs on the client's services thread"),
 ]
 CORE_ROOTS = {"_core", "_ex"}
 ASYNC_ONLY = {"hold_or_cancel", "_lost_error", "_give_back_lost"}
@@ -128,12 +134,23 @@ class _Unasync(ast.NodeTransformer):
         node.id = NAMES.get(node.id, node.id)
         return node
 
-    def visit_Attribute(self, node: ast.Attribute) -> ast.Attribute:
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
         self.generic_visit(node)
+        value = node.value
+        if node.attr == "asyncio" and isinstance(value, ast.Name) and value.id == "redis":
+            return ast.copy_location(ast.Name("redis", ast.Load()), node)  # redis.asyncio.X
         node.attr = NAMES.get(node.attr, node.attr)
         return node
 
+    def visit_Import(self, node: ast.Import) -> ast.Import:
+        for alias in node.names:
+            if alias.name == "redis.asyncio":
+                alias.name = "redis"
+        return node
+
     def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.ImportFrom:
+        if node.module in MODULES:
+            node.module = MODULES[node.module]
         if node.module and node.module.startswith("syncprims.asyncio."):
             node.module = "syncprims._sync." + node.module.removeprefix("syncprims.asyncio.")
         for alias in node.names:
@@ -148,7 +165,7 @@ def generate(name: str) -> str:
     transformer = _Unasync()
     tree = transformer.visit(tree)
     if transformer.uses_run:
-        run_import = ast.parse("from syncprims._core.stepping import run as _run").body[0]
+        run_import = ast.parse("from syncprims._protocol.stepping import run as _run").body[0]
         position = next(
             i + 1
             for i, stmt in enumerate(tree.body)
@@ -185,7 +202,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail if a generated file is stale")
     check = parser.parse_args().check
     stale = []
-    for name in MODULES:
+    for name in FILES:
         text = generate(name)
         path = TARGET / name
         if check:

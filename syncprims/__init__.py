@@ -1,22 +1,27 @@
 """syncprims: typed distributed synchronization primitives on Redis, Redisson compatible.
 
 This package is the blocking (sync) face; :mod:`syncprims.asyncio` has the same classes for
-asyncio. Start with :func:`connect`::
+asyncio. Start with :func:`connect`, giving it the redis-py client your application already
+has (or a URL)::
 
+    import redis
     import syncprims
 
-    with syncprims.connect("redis://127.0.0.1:6379") as client:
+    r = redis.Redis(host="localhost")
+    with syncprims.connect(r) as client:
         with client.get_lock("orders:42"):
             ...  # one owner at a time, across processes and hosts
 """
 
 from syncprims import errors
-from syncprims._sync._client import Client, MasterSet, connect, connect_many
+from syncprims._protocol.timing import Duration
+from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
 from syncprims._sync._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
 from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
-from syncprims.config import TLS, ClusterServers, Config, SentinelServers, SingleServer
+from syncprims._transport.sources import redis_from_url
+from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
     AuthenticationError,
     ClientClosedError,
@@ -35,40 +40,41 @@ from syncprims.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "TLS",
+    "AuthenticationError",
     "Client",
     "ClientClosedError",
     "Config",
-    "ClusterServers",
+    "ConnectOptions",
     "CountDownLatch",
+    "Duration",
     "FairLock",
     "FencedLock",
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LostCallback",
     "MasterSet",
     "MultiLock",
     "PermitExpirableSemaphore",
     "PermitNotHeldError",
-    "ReplicaSyncError",
     "RExpirable",
     "RLock",
     "RObject",
-    "RedLock",
     "ReadLock",
     "ReadWriteLock",
-    "WriteLock",
+    "RedLock",
     "RedisConnectionError",
     "RedisTimeoutError",
-    "ServerReplyError",
-    "AuthenticationError",
+    "ReplicaSyncError",
     "Semaphore",
-    "SentinelServers",
-    "SingleServer",
+    "ServerReplyError",
+    "Source",
     "SyncPrimsError",
     "TransportError",
+    "WriteLock",
     "__version__",
     "connect",
     "connect_many",
     "errors",
+    "redis_from_url",
 ]

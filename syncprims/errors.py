@@ -7,9 +7,8 @@
     │   ├── LockNotHeldError             also a RuntimeError: unlock by a non-holder
     │   └── LockLostError                the watchdog found the lock gone or could not renew it
     ├── TransportError                   Redis could not be reached or did not answer
-    │   ├── RedisConnectionError         also a ConnectionError
-    │   └── RedisTimeoutError            also a TimeoutError: no reply within the timeout
-    ├── SubscriptionTimeoutError         also a TimeoutError: pub/sub did not confirm in time
+    │   ├── RedisConnectionError         also ConnectionError and redis.exceptions.ConnectionError
+    │   └── RedisTimeoutError            also TimeoutError and redis.exceptions.TimeoutError
     ├── PermitNotHeldError               also a ValueError: release of an unknown permit id
     ├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
     ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
@@ -21,10 +20,17 @@ Bad arguments (negative or NaN durations, empty names, wrong types) raise the bu
 
 Every message is one sentence naming the object (``lock 'orders:42'``). Transport errors are
 translated from redis-py's exceptions at one boundary (the command executor); the original
-is chained as ``__cause__``.
+is chained as ``__cause__``. The two transport leaves are also redis-py's own
+``ConnectionError`` / ``TimeoutError``, so an application's ``except redis.RedisError`` (or
+``except redis.ConnectionError``) around its Redis work also catches syncprims' failures to
+reach Redis; they mean the same thing there. Lock errors are not redis-py's ``LockError``
+classes: those are ``ValueError``s, ours are ``RuntimeError``s like the standard library's
+(``docs/migrating.md`` maps one to the other).
 """
 
 from __future__ import annotations
+
+import redis.exceptions
 
 __all__ = [
     "AuthenticationError",
@@ -37,7 +43,6 @@ __all__ = [
     "RedisConnectionError",
     "RedisTimeoutError",
     "ServerReplyError",
-    "SubscriptionTimeoutError",
     "SyncPrimsError",
     "TransportError",
 ]
@@ -114,16 +119,19 @@ class TransportError(SyncPrimsError):
         self.maybe_executed = maybe_executed
 
 
-class RedisConnectionError(TransportError, ConnectionError):
-    """The connection to Redis failed or broke."""
+class RedisConnectionError(TransportError, redis.exceptions.ConnectionError, ConnectionError):
+    """The connection to Redis failed or broke (also ``redis.exceptions.ConnectionError``)."""
+
+    def __repr__(self) -> str:  # redis-py's RedisError has its own, less useful, repr
+        return f"{type(self).__name__}({str(self)!r})"
 
 
-class RedisTimeoutError(TransportError, TimeoutError):
-    """Redis did not answer within the configured timeout."""
+class RedisTimeoutError(TransportError, redis.exceptions.TimeoutError, TimeoutError):
+    """Redis did not answer within the configured timeout (also
+    ``redis.exceptions.TimeoutError``)."""
 
-
-class SubscriptionTimeoutError(SyncPrimsError, TimeoutError):
-    """A pub/sub subscription was not confirmed within ``Config.subscription_timeout``."""
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
 
 
 class ServerReplyError(SyncPrimsError):

@@ -11,7 +11,7 @@ from syncprims._core.fenced import FencedLockCore
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
-from syncprims._core.stepping import run as _run
+from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._objects import RExpirable
 
@@ -160,7 +160,7 @@ class RLock(RExpirable):
         """
         _run(self._core.ensure_held(_owner()))
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 
         Args:

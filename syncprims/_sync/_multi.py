@@ -9,7 +9,7 @@ from typing import Self
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
-from syncprims._core.stepping import run as _run
+from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._lock import RLock
 
@@ -123,7 +123,7 @@ class MultiLock:
         """
         return self._core.validity_time(_owner())
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 
         Raises:

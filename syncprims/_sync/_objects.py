@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from syncprims._core.objects import ExpirableCore, ObjectCore
-from syncprims._core.stepping import run as _run
+from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 
 __all__ = ["RExpirable", "RObject"]

@@ -2,42 +2,84 @@
 
 Ownership is per asyncio *task*: two tasks on one thread exclude each other. ::
 
+    import redis.asyncio
     import syncprims.asyncio
 
-    async with await syncprims.asyncio.connect() as client:
+    r = redis.asyncio.Redis(host="localhost")            # the client your application has
+    async with await syncprims.asyncio.connect(r) as client:
         async with client.get_lock("orders:42"):
             ...
 
-A client belongs to the event loop that uses it; used from a new loop (a second
-``asyncio.run()``), it opens new connections for that loop.
+A client belongs to the event loop it was created on (as redis-py's asyncio clients do); its
+pub/sub reader and watchdog run on that loop, through the pool it was given.
 """
 
-from syncprims.asyncio._client import Client, MasterSet, connect, connect_many
+from syncprims import errors
+from syncprims._protocol.timing import Duration
+from syncprims._transport.sources import async_redis_from_url as redis_from_url
+from syncprims.asyncio._client import (
+    Client,
+    LostCallback,
+    MasterSet,
+    Source,
+    connect,
+    connect_many,
+)
 from syncprims.asyncio._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
-from syncprims.config import TLS, Config, SingleServer
+from syncprims.config import Config, ConnectOptions
+from syncprims.errors import (
+    AuthenticationError,
+    ClientClosedError,
+    LockError,
+    LockLostError,
+    LockNotHeldError,
+    PermitNotHeldError,
+    RedisConnectionError,
+    RedisTimeoutError,
+    ReplicaSyncError,
+    ServerReplyError,
+    SyncPrimsError,
+    TransportError,
+)
 
 __all__ = [
-    "TLS",
+    "AuthenticationError",
     "Client",
+    "ClientClosedError",
     "Config",
+    "ConnectOptions",
     "CountDownLatch",
+    "Duration",
     "FairLock",
     "FencedLock",
+    "LockError",
+    "LockLostError",
+    "LockNotHeldError",
+    "LostCallback",
     "MasterSet",
     "MultiLock",
     "PermitExpirableSemaphore",
+    "PermitNotHeldError",
     "RExpirable",
     "RLock",
     "RObject",
-    "RedLock",
     "ReadLock",
     "ReadWriteLock",
-    "WriteLock",
+    "RedLock",
+    "RedisConnectionError",
+    "RedisTimeoutError",
+    "ReplicaSyncError",
     "Semaphore",
-    "SingleServer",
+    "ServerReplyError",
+    "Source",
+    "SyncPrimsError",
+    "TransportError",
+    "WriteLock",
     "connect",
     "connect_many",
+    "errors",
+    "redis_from_url",
 ]

@@ -1,12 +1,14 @@
-"""``Client`` and ``connect``: the entry point that makes syncprims objects."""
+"""``connect`` and ``Client``: the entry point that makes syncprims objects."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
+
+import redis.asyncio
 
 from syncprims._core.fair import FairLockCore
 from syncprims._core.fenced import FencedLockCore
@@ -14,20 +16,21 @@ from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
-from syncprims._transport.executor import AsyncExecutor as _Executor
+from syncprims._protocol.contracts import LostCallback
+from syncprims._runtime.aio import AsyncExecutor as _Executor
+from syncprims._runtime.aio import open_executor as _open
 from syncprims.asyncio._lock import FairLock, FencedLock, ReadWriteLock, RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
-from syncprims.config import Config
+from syncprims.config import Config, ConnectOptions
 from syncprims.errors import TransportError
 
-__all__ = ["Client", "MasterSet", "connect", "connect_many"]
+__all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_many"]
 
 log = logging.getLogger("syncprims")
 
-
-LostCallback = Callable[[str, str], None]
-"""``on_lost(name, reason)``: a lock's hold was lost."""
+Source = str | redis.asyncio.Redis | redis.asyncio.ConnectionPool | redis.asyncio.RedisCluster
+"""A URL, or the redis-py client, pool or cluster your application has (:func:`connect`)."""
 
 
 def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
@@ -40,51 +43,32 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
-    Create one per process and share it between threads (or tasks): it holds the connection
-    pool, one pub/sub connection, the watchdog and a services thread, all started lazily.
-    Shut it down when done (``with``/``async with`` does it); locks it still holds then stop
-    being renewed and expire by their lease.
+    Made by :func:`connect`. Create one per process (per event loop in the asyncio face) and
+    share it between threads (or tasks): it takes connections from the redis-py pool it was
+    given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut it
+    down when done (``with``/``async with`` does it); locks it still holds then stop being
+    renewed and expire by their lease. A redis-py client you passed in stays open.
 
     Each client has a random id (a UUID4); a lock's owner is that id plus the thread (sync
     face) or task (asyncio face). A child process made by ``os.fork()`` gets a new id: it
     never owns the parent's locks.
     """
 
-    def __init__(self, executor: _Executor) -> None:
-        self._ex = executor
+    __slots__ = ("_ex",)
+
+    _ex: _Executor
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("make a Client with syncprims.asyncio.connect(...)")
 
     @classmethod
-    async def create(cls, config: Config | None = None, *, check: bool = True) -> Self:
-        """Create a client and check that Redis answers.
-
-        Args:
-            config: the configuration; ``None`` for ``Config()`` (Redis on 127.0.0.1:6379).
-            check: ``False`` to skip the PING (the client connects on first use).
-
-        Returns:
-            A connected client.
-
-        Raises:
-            TypeError: ``config`` is not a :class:`~syncprims.Config`.
-            TransportError: Redis could not be reached.
-            AuthenticationError: Redis refused the user name or password.
-            ServerReplyError: Redis refused another way.
-        """
-        if config is None:
-            config = Config()
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a syncprims.Config, not {type(config).__name__}")
-        client = cls(_Executor(config))
-        if check:
-            try:
-                await client._ex.command("PING", context="connecting")
-            except BaseException:
-                await client.shutdown()
-                raise
+    def _wrap(cls, executor: _Executor) -> Self:
+        client = object.__new__(cls)
+        client._ex = executor
         return client
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._ex.client_id} {self._ex.config.describe()}>"
+        return f"<{type(self).__name__} {self._ex.client_id} {self._ex.source.address}>"
 
     @property
     def id(self) -> str:
@@ -93,8 +77,17 @@ class Client:
 
     @property
     def config(self) -> Config:
-        """The client's configuration."""
+        """The client's options (``timeout`` shows the reply timeout in force)."""
         return self._ex.config
+
+    @property
+    def operation_timeout(self) -> float:
+        """The longest one Redis operation of this client can take, seconds, retries
+        included: ``(connect timeout + timeout + retry_delay[1]) * (retry_attempts + 1)``,
+        with the connect timeout of the redis-py client (5 s when it has none). A wait (as in
+        ``lock()`` or ``try_lock(wait_time=...)``) is bounded by its wait time, each Redis
+        call within it by this."""
+        return self._ex.bounds.operation_timeout
 
     def get_lock(self, name: str, *, on_lost: LostCallback | None = None) -> RLock:
         """The reentrant lock called ``name`` (no Redis call is made).
@@ -103,8 +96,7 @@ class Client:
             name: the lock's Redis key; a non-empty ``str``.
             on_lost: called as ``on_lost(name, reason)`` when a hold taken without
                 ``lease_time`` is lost (the watchdog found it gone, or could not renew it
-                before its lease ran out). It runs on the client's services thread: keep it
-                short, and thread-safe.
+                before its lease ran out). It runs on the client's event loop: keep it short.
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -116,10 +108,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: called as ``on_lost(name, reason)`` when a hold taken without
-                ``lease_time`` is lost (the watchdog found it gone, or could not renew it
-                before its lease ran out). It runs on the client's services thread: keep it
-                short, and thread-safe.
+            on_lost: as in :meth:`get_lock`.
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -133,10 +122,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: called as ``on_lost(name, reason)`` when a hold taken without
-                ``lease_time`` is lost (the watchdog found it gone, or could not renew it
-                before its lease ran out). It runs on the client's services thread: keep it
-                short, and thread-safe.
+            on_lost: as in :meth:`get_lock` (for both sides).
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -192,10 +178,12 @@ class Client:
         return MultiLock(*locks)
 
     async def shutdown(self) -> None:
-        """Stop the services and close every connection. Idempotent.
+        """Stop the services and give every connection back. Idempotent.
 
         Locks still held stop being renewed and expire by their lease; later calls on this
-        client's objects raise ``ClientClosedError``.
+        client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
+        :func:`connect` stays open and usable: its owner closes it. A client made from a URL
+        is closed.
         """
         await self._ex.aclose()
 
@@ -211,28 +199,44 @@ class Client:
         await self.shutdown()
 
 
-async def connect(url: str | None = None, **options: Any) -> Client:
-    """Connect to Redis: one server, a cluster, or a sentinel-managed master.
+async def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) -> Client:
+    """Connect to Redis through the redis-py client your application already has, or a URL.
+
+    Example::
+
+        r = redis.asyncio.Redis(host="cache", password=secret, client_name="orders")
+        client = await syncprims.asyncio.connect(r)          # r's pool, settings and all
 
     Args:
-        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS),
-            ``unix:///path``, ``redis+cluster://host:port,host:port`` (a cluster, from any of
-            its nodes) or ``redis+sentinel://host:port,host:port/master_name`` (a master
-            found through its sentinels); ``None`` uses the ``REDIS_URL`` environment
-            variable, else ``redis://127.0.0.1:6379``.
-        **options: :class:`~syncprims.Config` attributes (``lock_watchdog_timeout=10``,
-            ``password=...``, ``tls=TLS(...)``...).
+        source: a ``redis.asyncio.Redis`` (also ``fakeredis.FakeAsyncRedis`` or a Sentinel
+            ``master_for`` client), a ``redis.asyncio.ConnectionPool`` (any kind) or a
+            ``redis.asyncio.RedisCluster``, whose connections (and so credentials, TLS,
+            database, client name, timeouts, pool size) syncprims uses; it stays yours and
+            stays open after :meth:`Client.shutdown`. Or a URL: ``redis://[[user]:password@]
+            host[:port][/db]``, ``rediss://...`` (TLS), ``unix:///path``, with redis-py's
+            query parameters (``?ssl_ca_certs=...&client_name=...``);
+            ``redis+cluster://host:port,host:port`` (a cluster, from any of its nodes) or
+            ``redis+sentinel://host:port,host:port/master_name`` (a master found through its
+            sentinels). ``None``: the ``REDIS_URL`` environment variable, else
+            ``redis://127.0.0.1:6379``.
+        **options: syncprims' own options (:class:`~syncprims.Config`):
+            ``lock_watchdog_timeout``, ``timeout``, ``retry_attempts``... A misspelt one is
+            a type error for mypy and a ``TypeError`` at run time.
 
     Returns:
-        A connected :class:`Client`.
+        A connected :class:`Client`, bound to the running event loop.
 
     Raises:
-        TypeError, ValueError: a bad option.
+        TypeError: ``source`` is of no accepted type (the message lists them), or an unknown
+            option.
+        ValueError: a bad URL or option value.
         TransportError: Redis could not be reached.
+        AuthenticationError: Redis refused the credentials.
     """
-    if url is None:
-        url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-    return await Client.create(Config.from_url(url, **options))
+    config = Config.from_options(options)
+    if source is None:
+        source = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+    return Client._wrap(await _open(source, config))
 
 
 class MasterSet:
@@ -242,17 +246,25 @@ class MasterSet:
     masters; ``get_multi_lock(name)`` on all of them.
     """
 
-    def __init__(self, clients: Sequence[Client]) -> None:
-        if not clients:
-            raise ValueError("a MasterSet needs at least one client")
-        self._clients = tuple(clients)
+    __slots__ = ("_clients",)
+
+    _clients: tuple[Client, ...]
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("make a MasterSet with syncprims.asyncio.connect_many(...)")
+
+    @classmethod
+    def _wrap(cls, clients: Sequence[Client]) -> Self:
+        masters = object.__new__(cls)
+        masters._clients = tuple(clients)
+        return masters
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {len(self._clients)} masters>"
 
     @property
     def clients(self) -> tuple[Client, ...]:
-        """One client per master, in the order of the URLs."""
+        """One client per master, in the order given."""
         return self._clients
 
     def get_red_lock(self, name: str) -> RedLock:
@@ -272,7 +284,7 @@ class MasterSet:
         return MultiLock(*(client.get_lock(name) for client in self._clients))
 
     async def shutdown(self) -> None:
-        """Shut every client down. Idempotent."""
+        """Shut every client down (redis-py clients passed in stay open). Idempotent."""
         for client in self._clients:
             await client.shutdown()
 
@@ -288,41 +300,49 @@ class MasterSet:
         await self.shutdown()
 
 
-async def connect_many(urls: Sequence[str], **options: Any) -> MasterSet:
+async def connect_many(
+    sources: Sequence[Source], /, **options: Unpack[ConnectOptions]
+) -> MasterSet:
     """Connect to several independent Redis masters (for RedLock and MultiLock).
 
-    Each master gets its own client. The per-node ``timeout`` and ``connect_timeout`` default
-    to 0.5 s here (not 3 s and 5 s): a dead master should cost little next to the wait time.
-    A master that does not answer now is tolerated while a majority does (its client
-    connects when it comes back).
+    Each master gets its own client. ``timeout`` defaults to 0.5 s here (not the redis-py
+    client's): a dead master should cost little next to the wait time; masters given by URL
+    also get a 0.5 s connect timeout. A master that does not answer now is tolerated while a
+    majority does (its client connects when it comes back).
 
     Args:
-        urls: one URL per master (see :func:`connect`).
-        **options: :class:`~syncprims.Config` attributes, applied to every client.
+        sources: one URL or ``redis.asyncio`` client (or pool) per master (see
+            :func:`connect`).
+        **options: as for :func:`connect`, applied to every client.
 
     Returns:
         A :class:`MasterSet`.
 
     Raises:
-        ValueError: no URL.
+        ValueError: no source.
+        TypeError: a source of no accepted type, or an unknown option.
         TransportError: fewer than a majority of the masters answered.
     """
-    if isinstance(urls, str) or not urls:
-        raise ValueError("urls must be a non-empty list of URLs")
-    options.setdefault("timeout", 0.5)
-    options.setdefault("connect_timeout", 0.5)
+    if isinstance(sources, str) or not sources:
+        raise ValueError("sources must be a non-empty list of URLs or redis-py clients")
+    settings = dict(options)
+    settings.setdefault("timeout", 0.5)
+    config = Config.from_options(settings)
     clients: list[Client] = []
     failures: list[TransportError] = []
-    for url in urls:
-        config = Config.single_server(url, **options)
-        try:
-            clients.append(await Client.create(config))
-        except TransportError as error:
-            failures.append(error)
-            log.warning("master %s does not answer (%s); going on without it for now", url, error)
-            clients.append(await Client.create(config, check=False))
-    if len(failures) > len(urls) - (len(urls) // 2 + 1):
+    try:
+        for source in sources:
+            try:
+                clients.append(Client._wrap(await _open(source, config, connect_timeout=0.5)))
+            except TransportError as error:
+                failures.append(error)
+                log.warning("a master does not answer (%s); going on without it for now", error)
+                unchecked = await _open(source, config, check=False, connect_timeout=0.5)
+                clients.append(Client._wrap(unchecked))
+        if len(failures) > len(sources) - (len(sources) // 2 + 1):
+            raise failures[0]
+    except BaseException:
         for client in clients:
             await client.shutdown()
-        raise failures[0]
-    return MasterSet(clients)
+        raise
+    return MasterSet._wrap(clients)

@@ -245,7 +245,7 @@ class RLock(RExpirable):
             owner=self._core.field(owner),
         )
 
-    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    async def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 
         Args:

@@ -121,7 +121,7 @@ class MultiLock:
         """
         return self._core.validity_time(_owner())
 
-    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    async def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 
         Raises:

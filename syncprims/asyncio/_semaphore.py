@@ -73,14 +73,26 @@ class Semaphore(RExpirable):
         """
         return await self._core.drain_permits()
 
-    async def acquire(self, permits: int = 1) -> None:
-        """Take ``permits``, waiting as long as it takes.
+    async def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, permits: int = 1
+    ) -> bool:
+        """Take permits, with ``threading.Semaphore.acquire``'s protocol.
+
+        Args:
+            blocking: ``False`` for a single attempt.
+            timeout: when blocking, the longest wait (seconds or ``timedelta``); -1 (default)
+                waits as long as it takes (Redisson's ``acquire(permits)``).
+            permits: how many (>= 0; 0 succeeds at once without Redis).
+
+        Returns:
+            ``True`` if the permits were taken.
 
         Raises:
-            TypeError, ValueError: a bad count (nothing is sent).
+            TypeError, ValueError: a bad count or duration, or a timeout with
+                ``blocking=False`` (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        await self._core.acquire(permits)
+        return await self._core.acquire(permits, blocking, timeout)
 
     async def try_acquire(self, permits: int = 1, wait_time: Duration | None = None) -> bool:
         """Take ``permits`` if it can be done within ``wait_time``.
@@ -107,7 +119,7 @@ class Semaphore(RExpirable):
         await self._core.release(permits)
 
     async def __aenter__(self) -> Self:
-        await self._core.acquire(1)
+        await self._core.acquire(1, True, -1)
         return self
 
     async def __aexit__(
@@ -144,20 +156,27 @@ class PermitExpirableSemaphore(RExpirable):
 
     _core: PermitExpirableSemaphoreCore
 
-    async def acquire(self, lease_time: Duration | None = None) -> str:
-        """Lease one permit, waiting as long as it takes.
+    async def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, lease_time: Duration | None = None
+    ) -> str | None:
+        """Lease one permit, with ``threading.Semaphore.acquire``'s protocol; the permit's id
+        stands for ``True``.
 
         Args:
+            blocking: ``False`` for a single attempt.
+            timeout: when blocking, the longest wait (seconds or ``timedelta``); -1 (default)
+                waits as long as it takes.
             lease_time: seconds or ``timedelta`` until the permit comes back by itself;
                 ``None``: it never does (release it yourself).
 
         Returns:
-            The permit id.
+            The permit id (a 32-character hex string), or ``None`` when not acquired.
 
         Raises:
-            TypeError, ValueError: a bad lease (nothing is sent).
+            TypeError, ValueError: a bad duration, or a timeout with ``blocking=False``
+                (nothing is sent).
         """
-        return await self._core.acquire(lease_time)
+        return await self._core.acquire(blocking, timeout, lease_time)
 
     async def try_acquire(
         self, wait_time: Duration | None = None, lease_time: Duration | None = None

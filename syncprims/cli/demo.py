@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from syncprims._transport.connections import plain_client
+from syncprims import redis_from_url as plain_client
 
 __all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
 
