@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer
+from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer, SentinelSet
 from tests.harness import Face, MakeLock
 
 
@@ -62,6 +62,14 @@ def redis_cluster() -> Iterator[RedisClusterSet]:
     cluster = RedisClusterSet(masters=3, replicas=1)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def sentinels() -> Iterator[SentinelSet]:
+    """A master, a replica and three sentinels, shared by the session's tests."""
+    group = SentinelSet()
+    yield group
+    group.stop()
 
 
 BACKENDS = {"fake": "fake_server", "real": "redis_server", "cluster": "redis_cluster"}

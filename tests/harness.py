@@ -20,8 +20,8 @@ import redis.client
 
 import syncprims
 import syncprims.asyncio
+from syncprims import redis_from_url as plain_client
 from syncprims._embedded import RedisServer
-from syncprims._transport.connections import plain_client
 
 __all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "raw_redis", "within"]
 

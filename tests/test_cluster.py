@@ -17,7 +17,7 @@ import redis
 
 import syncprims
 from syncprims._embedded import RedisClusterSet, _cli
-from syncprims._transport.connections import key_slot
+from syncprims._transport.errors import key_slot
 from syncprims.cli.demo import Hold, analyse
 from tests.harness import Face, raw_command, raw_redis
 
@@ -50,7 +50,7 @@ async def test_every_primitive_on_many_slots(face: Face, redis_cluster: RedisClu
         await a(sem.release)
         pes = client.get_permit_expirable_semaphore(name + ":p")
         await a(pes.try_set_permits, 1)
-        permit = await a(pes.acquire, 5)
+        permit = await a(pes.acquire, lease_time=5)
         await a(pes.release, permit)
         latch = client.get_count_down_latch(name + ":l")
         await a(latch.try_set_count, 1)

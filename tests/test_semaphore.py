@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -83,7 +84,9 @@ async def test_a_release_wakes_a_waiter(face: Face, url: str, name: str) -> None
     [
         ("try_set_permits", (-1,), ValueError),
         ("try_set_permits", (1.5,), TypeError),
-        ("acquire", (-1,), ValueError),
+        ("acquire", (True, -5), ValueError),
+        ("acquire", (False, 1), ValueError),
+        ("acquire", (1,), TypeError),
         ("try_acquire", (-2,), ValueError),
         ("try_acquire", (1, -1), ValueError),
         ("release", (-1,), ValueError),
@@ -98,6 +101,23 @@ async def test_bad_counts_change_nothing(
     with pytest.raises(error):
         await face.actor()(getattr(sem, call), *args)
     assert raw.exists(name) == 0
+
+
+async def test_acquire_follows_the_standard_library(
+    face: Face, url: str, raw: redis.Redis, name: str
+) -> None:
+    client = await face.connect(url)
+    sem = client.get_semaphore(name)
+    a = face.actor()
+    assert not await a(sem.acquire, False)  # no permits yet: a single attempt fails
+    await a(sem.try_set_permits, 3)
+    assert await a(sem.acquire, False, permits=2)
+    assert not await a(sem.acquire, True, 0.2, permits=2)  # only one left: times out
+    assert await a(sem.acquire, True, timedelta(seconds=1))
+    assert raw.get(name) == b"0"
+    with pytest.raises(ValueError, match="permits"):
+        await a(sem.acquire, permits=-1)
+    assert raw.get(name) == b"0"
 
 
 async def test_never_more_holders_than_permits(face: Face, url: str, name: str) -> None:
@@ -206,7 +226,7 @@ async def test_permits_are_leased_and_come_back(
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     assert await a(sem.try_set_permits, 1)
-    permit = await a(sem.acquire, 0.4)
+    permit = await a(sem.acquire, lease_time=0.4)
     assert isinstance(permit, str) and len(permit) == 32
     assert raw.zscore(timeouts_key(name), bytes.fromhex(permit)) is not None  # raw 16 bytes
     assert await a(sem.acquired_permits) == 1
@@ -234,7 +254,7 @@ async def test_lease_updates_and_capacity(
     await a(sem.try_set_permits, 2)
     forever = await a(sem.acquire)  # no lease: never expires
     assert raw.zscore(timeouts_key(name), bytes.fromhex(forever)) == 922337203685477
-    leased = await a(sem.acquire, 0.3)
+    leased = await a(sem.acquire, lease_time=0.3)
     assert await a(sem.update_lease_time, leased, 30)
     await asyncio.sleep(0.5)
     assert await a(sem.acquired_permits) == 2  # the new lease kept it

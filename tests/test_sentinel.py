@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -16,13 +17,6 @@ from syncprims.cli.demo import Hold, analyse
 from tests.harness import Face, raw_redis
 
 pytestmark = [pytest.mark.real, pytest.mark.sentinel]
-
-
-@pytest.fixture(scope="module")
-def sentinels() -> Iterator[SentinelSet]:
-    group = SentinelSet()
-    yield group
-    group.stop()
 
 
 async def test_primitives_through_the_sentinels(face: Face, sentinels: SentinelSet) -> None:
@@ -69,7 +63,7 @@ def test_replica_sync_failure_undoes_the_acquisition(sentinels: SentinelSet) -> 
             sentinels.replica.resume()
 
 
-def _contend(url: str, name: str, seconds: float, **options: object) -> tuple[list[Hold], int]:
+def _contend(url: str, name: str, seconds: float, **options: Any) -> tuple[list[Hold], int]:
     holds: list[Hold] = []
     failures = [0]
     mutex = threading.Lock()
@@ -108,7 +102,7 @@ def _contend(url: str, name: str, seconds: float, **options: object) -> tuple[li
 
 
 def _with_failover(
-    sentinels: SentinelSet, seconds: float, **options: object
+    sentinels: SentinelSet, seconds: float, **options: Any
 ) -> tuple[list[Hold], int, int, int]:
     """Contend for ``seconds`` with a forced failover after 1 s.
 

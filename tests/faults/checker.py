@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from syncprims._transport.connections import plain_client
+from syncprims import redis_from_url as plain_client
 from syncprims.cli.demo import Hold, analyse
 
 __all__ = ["KINDS", "Plan", "Report", "check"]

@@ -42,14 +42,14 @@ def main() -> None:
 
     options: dict[str, Any] = {
         "timeout": 0.3,
-        "connect_timeout": 0.3,
         "retry_attempts": 2,
         "retry_delay": (0.05, 0.1),
     }
+    query = "?socket_connect_timeout=0.3"
     holder = syncprims.connect(
-        f"redis://127.0.0.2:{server.port}", lock_watchdog_timeout=1, **options
+        f"redis://127.0.0.2:{server.port}{query}", lock_watchdog_timeout=1, **options
     )
-    contender = syncprims.connect(f"redis://127.0.0.1:{server.port}", **options)
+    contender = syncprims.connect(f"redis://127.0.0.1:{server.port}{query}", **options)
     try:
         lock = holder.get_lock(name, on_lost=on_lost)
         lock.lock()  # watchdog: 1 s lease, renewed every 1/3 s
@@ -77,7 +77,7 @@ def main() -> None:
         except syncprims.TransportError as error:
             out["holder_call"] = type(error).__name__
         out["holder_call_s"] = time.monotonic() - started
-        out["holder_operation_timeout_s"] = holder.config.operation_timeout
+        out["holder_operation_timeout_s"] = holder.operation_timeout
         nft("delete table inet partition\n")  # heal
         try:
             lock.unlock()

@@ -25,6 +25,7 @@ class FaultProxy:
         self.port = free_port()
         self.latency = 0.0
         self.blackhole = False
+        self.drop_replies = 0  # drop this many reply chunks, then forward again
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -81,6 +82,9 @@ class FaultProxy:
                 await asyncio.sleep(self.latency)
             if replies and self.blackhole:
                 continue  # the command ran; its reply is lost
+            if replies and self.drop_replies > 0:
+                self.drop_replies -= 1
+                continue
             writer.write(data)
             await writer.drain()
 

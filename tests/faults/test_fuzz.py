@@ -21,6 +21,7 @@ refused with ``ValueError`` and nothing written.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import math
 import time
@@ -180,14 +181,17 @@ def dump(raw: Any) -> Dump:
     return out
 
 
-def settled_dump(raw: Any) -> Dump:
-    """The dump once the unlock latches (deleted by the client's janitor) are gone."""
+async def settled_dump(raw: Any) -> Dump:
+    """The dump once the unlock latches (deleted by the client's janitor) are gone.
+
+    It awaits between looks: the asyncio face's janitor runs on the example's event loop.
+    """
     deadline = time.monotonic() + 3
     while True:
         state = dump(raw)
         if not any(key.startswith(LATCH_PREFIX) for key in state) or time.monotonic() > deadline:
             return state
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)
 
 
 def short(key: bytes) -> bytes:
@@ -536,7 +540,7 @@ def test_huge_names_work(drv: Driver, size: int) -> None:
         reset(drv.raw)
         for kind in ("rlock", "fenced", "semaphore", "latch"):
             await name_round_trip(drv, kind, name)
-        assert settled_dump(drv.raw).keys() == {BYSTANDER.encode()}
+        assert (await settled_dump(drv.raw)).keys() == {BYSTANDER.encode()}
 
     drv.run(body())
 
@@ -566,13 +570,13 @@ def test_watchdog_timeout_option(fuzz_server: RedisServer, value: object) -> Non
     expected = ttl_error(value)
     if expected is not None:
         with pytest.raises(expected) as raised:
-            syncprims.Config.single_server(fuzz_server.url, lock_watchdog_timeout=value)
+            syncprims.Config(lock_watchdog_timeout=value)  # type: ignore[arg-type]
         assert type(raised.value) is expected
         event(f"refused: {expected.__name__}")
         return
     event("accepted")
-    config = syncprims.Config.single_server(fuzz_server.url, lock_watchdog_timeout=value)
     assert isinstance(value, (int, float, timedelta))
+    config = syncprims.Config(lock_watchdog_timeout=value)
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     assert config.lock_watchdog_timeout == seconds  # kept as float seconds
 
@@ -582,7 +586,7 @@ def test_bad_watchdog_timeout_refused_before_connecting() -> None:
     with pytest.raises(ValueError, match="lock_watchdog_timeout"):
         syncprims.connect("redis://127.0.0.1:1", lock_watchdog_timeout=-1)
     with pytest.raises(TypeError):
-        syncprims.connect("redis://127.0.0.1:1", lock_watchdog_timeout="30")
+        syncprims.connect("redis://127.0.0.1:1", lock_watchdog_timeout="30")  # type: ignore[arg-type]
 
 
 # -- locks: durations -----------------------------------------------------------------------------
@@ -729,7 +733,7 @@ def test_multi_lock(drv: Driver, data: st.DataObject) -> None:
             check_accepted(result, f"{method}{args!r}")
             if result is False:  # no validity left: what the attempt took was released
                 assert one_attempt
-                assert_unchanged(before, settled_dump(drv.raw))
+                assert_unchanged(before, await settled_dump(drv.raw))
                 return
             assert result is (None if method == "lock" else True)
             for sub in multi.locks:
@@ -856,6 +860,8 @@ def test_semaphore_counts(
             expected = count_error(permits)
         fn = getattr(sem, method)
         args: tuple[object, ...] = (permits,)
+        if method == "acquire":  # acquire(blocking, timeout, *, permits), as threading's
+            fn, args = functools.partial(sem.acquire, permits=permits), ()
         if method == "acquire" and expected is None:
             assert isinstance(permits, int)
             if permits > available:  # would wait forever: one attempt instead
@@ -877,7 +883,7 @@ def test_semaphore_counts(
         elif method == "release":
             assert now == available + permits
         elif permits <= available:  # acquire, try_acquire
-            assert result is (True if method == "try_acquire" else None)
+            assert result is True
             assert now == available - permits
         else:
             assert result is False
@@ -983,13 +989,15 @@ def test_permit_expirable_semaphore(
         if method in ("try_set_permits", "set_permits"):
             args, expected = (value,), count_error(value)
         elif method == "acquire":
-            args, expected = (lease,), lease_error(lease)
+            args, expected = (), lease_error(lease)
         elif method == "update":
             args = (permit_id, lease)
             expected = permit_id_error(permit_id) or lease_error(lease)
         else:
             args, expected = (permit_id,), permit_id_error(permit_id)
         fn = getattr(pes, "update_lease_time" if method == "update" else method)
+        if method == "acquire":  # acquire(blocking, timeout, *, lease_time)
+            fn = functools.partial(pes.acquire, lease_time=lease)
         no_permit = method == "acquire" and (not exists or start < 2)
         if no_permit and expected is None:  # acquire() would wait forever: one attempt
             fn, args = pes.try_acquire, (0, lease)
@@ -1083,25 +1091,25 @@ def test_unlock_misuse(drv: Driver, kind: str) -> None:
         reset(drv.raw)
         call = drv.call
         lock = LOCKS[kind](drv.client, NAME)
-        before = settled_dump(drv.raw)
+        before = await settled_dump(drv.raw)
         error = await attempt(call(lock.unlock))
         assert type(error) is LockNotHeldError and isinstance(error, RuntimeError)
         assert error.name == NAME
-        assert_unchanged(before, settled_dump(drv.raw))
+        assert_unchanged(before, await settled_dump(drv.raw))
 
         assert await call(lock.try_lock, 0, 60) is True
         await call(lock.unlock)
-        before = settled_dump(drv.raw)
+        before = await settled_dump(drv.raw)
         assert type(await attempt(call(lock.unlock))) is LockNotHeldError
-        assert_unchanged(before, settled_dump(drv.raw))
+        assert_unchanged(before, await settled_dump(drv.raw))
 
         assert await call(lock.try_lock, 0, 60) is True
-        before = settled_dump(drv.raw)
+        before = await settled_dump(drv.raw)
         error = await attempt(drv.as_other_owner(lock.unlock))
         assert type(error) is LockNotHeldError
         assert await call(lock.is_held_by_current_thread) is True
         assert await call(lock.get_hold_count) == 1
-        assert_unchanged(before, settled_dump(drv.raw))
+        assert_unchanged(before, await settled_dump(drv.raw))
         await call(lock.unlock)
         assert await call(lock.is_locked) is False
 
@@ -1119,10 +1127,10 @@ def test_read_lock_unlocked_by_another_reader(drv: Driver) -> None:
         assert await drv.as_other_owner(read.try_lock, 0, 60) is True
         assert await call(read.try_lock, 0, 60) is True
         await call(read.unlock)
-        before = settled_dump(drv.raw)
+        before = await settled_dump(drv.raw)
         error = await attempt(call(read.unlock))
         assert type(error) is LockNotHeldError and error.name == NAME
-        assert_unchanged(before, settled_dump(drv.raw))
+        assert_unchanged(before, await settled_dump(drv.raw))
         assert await call(read.is_locked) is True  # the other reader still holds it
         readers = {k: v for k, v in drv.raw.hgetall(NAME).items() if k != b"mode"}
         assert list(readers.values()) == [b"1"]
@@ -1141,13 +1149,13 @@ def test_unlock_after_the_lease_ran_out(drv: Driver) -> None:
         for lock in locks.values():
             assert await drv.call(lock.try_lock, 0, 0.2) is True
         await asyncio.sleep(0.35)
-        before = settled_dump(drv.raw)
+        before = await settled_dump(drv.raw)
         assert not {lock.name.encode() for lock in locks.values()} & before.keys()
         for kind, lock in locks.items():
             assert lock.is_lost is True, kind
             error = await attempt(drv.call(lock.unlock))
             assert type(error) is LockNotHeldError, (kind, error)
-        assert_unchanged(before, settled_dump(drv.raw))
+        assert_unchanged(before, await settled_dump(drv.raw))
 
     drv.run(body())
 
@@ -1176,9 +1184,9 @@ def test_multi_lock_unlock_not_held(drv: Driver) -> None:
         reset(drv.raw)
         client = drv.client
         multi = drv.module.MultiLock(client.get_lock(f"{NAME}:a"), client.get_lock(f"{NAME}:b"))
-        before = settled_dump(drv.raw)
+        before = await settled_dump(drv.raw)
         assert type(await attempt(drv.call(multi.unlock))) is LockNotHeldError
-        assert_unchanged(before, settled_dump(drv.raw))
+        assert_unchanged(before, await settled_dump(drv.raw))
 
     drv.run(body())
 

@@ -31,7 +31,6 @@ Record = Callable[[str, object], None]
 # Short timeouts so that every fault resolves in about a second.
 FAST: dict[str, Any] = {
     "timeout": 0.5,
-    "connect_timeout": 0.5,
     "retry_attempts": 3,
     "retry_delay": (0.05, 0.2),
     "subscription_timeout": 1.0,
@@ -96,7 +95,7 @@ def test_a_lost_unlock_reply_is_resent_once_and_not_applied_twice(
         lock.unlock()  # attempt 1 runs, its reply is lost; attempt 2 is answered from the latch
         elapsed = time.monotonic() - started
         record_property("lost_unlock_reply_call_s", round(elapsed, 3))
-        assert elapsed < client.config.operation_timeout
+        assert elapsed < client.operation_timeout
         assert raw.hvals(name) == [b"1"]
         assert lock.get_hold_count() == 1
         lock.unlock()
@@ -132,8 +131,8 @@ def test_latency_beyond_the_timeout_fails_within_the_operation_bound(
             lock.is_locked()  # a read: retried retry_attempts times, then raised
         elapsed = time.monotonic() - started
         record_property("slow_read_call_s", round(elapsed, 3))
-        record_property("operation_timeout_s", client.config.operation_timeout)
-        assert elapsed <= client.config.operation_timeout
+        record_property("operation_timeout_s", client.operation_timeout)
+        assert elapsed <= client.operation_timeout
         assert elapsed >= FAST["timeout"] * (FAST["retry_attempts"] + 1)
     finally:
         client.shutdown()
@@ -198,7 +197,11 @@ def test_connection_resets_do_not_lose_a_held_lock_or_a_waiter(
 def test_an_exhausted_pool_fails_clearly_within_the_timeout(
     proxy: FaultProxy, name: str, record_property: Record
 ) -> None:
-    client = syncprims.connect(proxy.url, max_connections=1, **{**FAST, "retry_attempts": 0})
+    # The application's pool: one connection, a caller waits at most 0.5 s for it.
+    app_pool = redis.BlockingConnectionPool.from_url(
+        proxy.url, max_connections=1, timeout=0.5, socket_timeout=0.5, socket_connect_timeout=0.5
+    )
+    client = syncprims.connect(app_pool, **{**FAST, "retry_attempts": 0})
     try:
         lock = client.get_lock(name)
         assert not lock.is_locked()
@@ -218,7 +221,7 @@ def test_an_exhausted_pool_fails_clearly_within_the_timeout(
         busy = [e for _, e in outcomes if isinstance(e, syncprims.RedisConnectionError)]
         assert busy, outcomes
         for error in busy:
-            assert "connections to Redis" in str(error) and "stayed busy" in str(error)
+            assert "No connection available" in str(error)
             assert not error.maybe_executed  # nothing was sent: safe to retry
         assert all(e is not None for _, e in outcomes)  # every call failed: nothing hangs
         # One call holds the connection for one timeout; a waiter gives up after one timeout.
@@ -228,3 +231,4 @@ def test_an_exhausted_pool_fails_clearly_within_the_timeout(
         assert not lock.is_locked()  # usable again
     finally:
         client.shutdown()
+        app_pool.disconnect()

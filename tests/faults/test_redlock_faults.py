@@ -24,7 +24,7 @@ NODE_TIMEOUT = 0.3  # per-master reply timeout of these clients
 
 def _connect(servers: list[RedisServer]) -> syncprims.MasterSet:
     return syncprims.connect_many(
-        [s.url for s in servers], timeout=NODE_TIMEOUT, connect_timeout=NODE_TIMEOUT
+        [f"{s.url}?socket_connect_timeout={NODE_TIMEOUT}" for s in servers], timeout=NODE_TIMEOUT
     )
 
 

@@ -27,10 +27,14 @@ from typing import Any
 import pytest
 import redis
 import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import syncprims
 from syncprims._embedded import RedisServer, free_port
 from syncprims._protocol import ids
+from syncprims._protocol.timing import Bounds
+from tests.harness import raw_command
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 
@@ -225,6 +229,7 @@ def _exercise_waiters(client: syncprims.Client, admin: Any) -> None:
     pes = client.get_permit_expirable_semaphore("app:w-pes")
     assert pes.try_set_permits(1)
     held = pes.acquire()  # no lease: the waiter can only be woken by the release
+    assert held is not None
 
     def pes_wait() -> bool:
         permit = pes.try_acquire(wait_time=5, lease_time=5)
@@ -294,6 +299,7 @@ def _exercise_everything(client: syncprims.Client) -> None:
     pes = client.get_permit_expirable_semaphore("app:pes")
     assert pes.try_set_permits(2)
     permit = pes.acquire(lease_time=30)
+    assert permit is not None
     assert re.fullmatch(r"[0-9a-f]{32}", permit)
     assert pes.update_lease_time(permit, 60)
     assert (pes.available_permits(), pes.acquired_permits()) == (1, 1)
@@ -499,11 +505,24 @@ def test_bad_credentials_fail_fast_with_a_typed_error(auth_server: RedisServer, 
         assert secret not in str(error) and secret not in repr(error)
 
 
-def test_bad_credentials_on_first_use_fail_within_a_bound(auth_server: RedisServer) -> None:
-    config = syncprims.Config.single_server(
-        f"redis://127.0.0.1:{auth_server.port}", username=USER, password="wrong-password-4"
-    )
-    client = syncprims.Client.create(config, check=False)  # connects on first use
+@pytest.mark.parametrize("client_retry", ["redis-py default", "none"])
+def test_bad_credentials_on_first_use_fail_within_a_bound(
+    auth_server: RedisServer, client_retry: str
+) -> None:
+    # Credentials that go stale while the client runs (the password is rotated, the old
+    # connections are killed): the next use fails with AuthenticationError, within the
+    # client's operation bound. redis-py 8 retries the whole connect-and-handshake under the
+    # client's own Retry (AuthenticationError is a redis ConnectionError there), so with its
+    # default Retry that takes its back-off; with no Retry it is one round trip.
+    extra: dict[str, Any] = {} if client_retry != "none" else {"retry": Retry(NoBackoff(), 0)}
+    r = redis.Redis(port=auth_server.port, username=USER, password="wrong-password-4", **extra)
+    admin = _redis(auth_server.port, password=ADMIN_PASSWORD)
+    raw_command(admin, "ACL", "SETUSER", USER, ">wrong-password-4")
+    client = syncprims.connect(r)
+    raw_command(admin, "ACL", "SETUSER", USER, "<wrong-password-4")
+    raw_command(admin, "CLIENT", "KILL", "USER", USER)
+    admin.close()
+    bound = client.operation_timeout
     try:
         started = time.monotonic()
         with pytest.raises(syncprims.AuthenticationError, match=r"(?i)password") as info:
@@ -511,10 +530,11 @@ def test_bad_credentials_on_first_use_fail_within_a_bound(auth_server: RedisServ
         elapsed = time.monotonic() - started
     finally:
         client.shutdown()
+        r.close()
     assert isinstance(info.value.__cause__, redis.exceptions.AuthenticationError)
     assert "wrong-password-4" not in str(info.value)
-    # Not retried (it cannot succeed): one round trip, not the retry back-off.
-    assert elapsed < 0.5
+    # syncprims does not retry it (it cannot succeed by trying again).
+    assert elapsed < (0.5 if client_retry == "none" else bound)
 
 
 def test_the_right_credentials_work(auth_server: RedisServer) -> None:
@@ -523,12 +543,12 @@ def test_the_right_credentials_work(auth_server: RedisServer) -> None:
         lock = client.get_lock("app:auth-ok")
         assert lock.try_lock(lease_time=5)
         lock.unlock()
-    # The same user, credentials given as options (they override the URL's).
-    with syncprims.connect(
-        f"redis://127.0.0.1:{auth_server.port}", username=USER, password=USER_PASSWORD
-    ) as client:
+    # The same user through the application's own client: its credentials are used.
+    r = redis.Redis(port=auth_server.port, username=USER, password=USER_PASSWORD)
+    with syncprims.connect(r) as client:
         assert USER_PASSWORD not in repr(client) and USER_PASSWORD not in repr(client.config)
         assert client.get_semaphore("app:auth-sem").available_permits() == 0
+    r.close()
 
 
 # -- TLS --------------------------------------------------------------------------------------
@@ -628,18 +648,28 @@ def collect_garbage() -> Iterator[None]:
     gc.collect()
 
 
-def _ca(tls: TlsServers) -> syncprims.TLS:
-    return syncprims.TLS(ca_certs=tls.pki.ca)
+def _tls_client(host: str, port: int, tls: TlsServers, **options: Any) -> redis.Redis:
+    """The application's TLS client (the test CA; 1 s timeouts). Its ``Retry`` makes no
+    retries: redis-py retries a refused handshake with the client's ``Retry`` (10 times by
+    default), which would only make the refusals below slower."""
+    settings: dict[str, Any] = {
+        "ssl": True,
+        "ssl_ca_certs": tls.pki.ca,
+        "socket_timeout": 1,
+        "socket_connect_timeout": 1,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    settings.update(options)
+    return redis.Redis(host=host, port=port, **settings)
 
 
 @pytest.mark.usefixtures("collect_garbage")
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
 def test_tls_with_the_test_ca_works(tls: TlsServers, host: str) -> None:
     admin = _redis(tls.plain)
+    r = _tls_client(host, tls.good, tls)
     try:
-        with syncprims.connect(
-            f"rediss://{host}:{tls.good}", tls=_ca(tls), wait_recheck_interval=10
-        ) as client:
+        with syncprims.connect(r, wait_recheck_interval=10) as client:
             lock = client.get_lock(f"app:tls-{host}")
             lock.lock()
             assert lock.is_held_by_current_thread()
@@ -651,22 +681,26 @@ def test_tls_with_the_test_ca_works(tls: TlsServers, host: str) -> None:
             )
     finally:
         admin.close()
+        r.close()
+    # The URL form: redis-py's query parameters.
+    url = f"rediss://{host}:{tls.good}?ssl_ca_certs={tls.pki.ca}"
+    with syncprims.connect(url) as client:
+        assert client.get_lock(f"app:tls-url-{host}").try_lock(lease_time=1)
 
 
-def _refused(url: str, **options: Any) -> syncprims.SyncPrimsError:
+def _refused(source: str | redis.Redis) -> syncprims.SyncPrimsError:
     started = time.monotonic()
-    with (
-        pytest.raises(syncprims.TransportError) as info,
-        syncprims.connect(url, **options) as client,
-    ):
+    with pytest.raises(syncprims.TransportError) as info, syncprims.connect(source) as client:
         client.get_lock("app:tls-refused").try_lock(lease_time=1)
     assert time.monotonic() - started < 3.0
+    if isinstance(source, redis.Redis):
+        source.close()
     return info.value
 
 
 @pytest.mark.usefixtures("collect_garbage")
 def test_tls_refuses_a_certificate_for_another_host(tls: TlsServers) -> None:
-    error = _refused(f"rediss://localhost:{tls.wrong_host}", tls=_ca(tls))
+    error = _refused(_tls_client("localhost", tls.wrong_host, tls))
     assert isinstance(error, syncprims.RedisConnectionError)
     assert "certificate verify failed" in str(error)
     assert "Hostname mismatch" in str(error)
@@ -675,6 +709,14 @@ def test_tls_refuses_a_certificate_for_another_host(tls: TlsServers) -> None:
 @pytest.mark.usefixtures("collect_garbage")
 def test_tls_refuses_a_certificate_the_system_store_does_not_trust(tls: TlsServers) -> None:
     error = _refused(f"rediss://localhost:{tls.good}")  # no ca_certs: the system store
+    # The refusal is bounded with redis-py's default Retry too: it retries the handshake.
+    started = time.monotonic()
+    default = redis.Redis(host="localhost", port=tls.good, ssl=True, socket_connect_timeout=1)
+    with pytest.raises(syncprims.RedisConnectionError):
+        syncprims.connect(default, retry_attempts=0)
+    bound = Bounds(timeout=1, connect_timeout=1 * 11 + 1 * 10, retry_attempts=0, retry_delay_cap=2)
+    assert time.monotonic() - started <= bound.operation_timeout
+    default.close()
     assert isinstance(error, syncprims.RedisConnectionError)
     assert "certificate verify failed" in str(error)
 
@@ -682,24 +724,27 @@ def test_tls_refuses_a_certificate_the_system_store_does_not_trust(tls: TlsServe
 @pytest.mark.usefixtures("collect_garbage")
 def test_tls_client_certificate(tls: TlsServers) -> None:
     cert, key = tls.pki.files["client"]
-    mutual = syncprims.TLS(ca_certs=tls.pki.ca, certfile=cert, keyfile=key)
-    with syncprims.connect(f"rediss://localhost:{tls.mutual}", tls=mutual) as client:
+    mutual = _tls_client("localhost", tls.mutual, tls, ssl_certfile=cert, ssl_keyfile=key)
+    with syncprims.connect(mutual) as client:
         lock = client.get_lock("app:tls-mutual")
         assert lock.try_lock(lease_time=5)
         lock.unlock()
+    mutual.close()
     # Without one, the server ends the handshake: a typed error, promptly.
-    _refused(f"rediss://localhost:{tls.mutual}", tls=_ca(tls), timeout=1, connect_timeout=1)
+    _refused(_tls_client("localhost", tls.mutual, tls))
 
 
 @pytest.mark.usefixtures("collect_garbage")
 @pytest.mark.parametrize("mismatch", ["plain client, TLS port", "TLS client, plain port"])
 def test_tls_and_plain_mismatch_fail_promptly(tls: TlsServers, mismatch: str) -> None:
     if mismatch.startswith("plain"):
-        url, options = f"redis://localhost:{tls.good}", {}
+        source = redis.Redis(
+            port=tls.good, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+        )
     else:
-        url, options = f"rediss://localhost:{tls.plain}", {"tls": _ca(tls)}
+        source = _tls_client("localhost", tls.plain, tls)
     # The TLS client gets no ServerHello from a plain server: the reply timeout ends it.
-    _refused(url, timeout=1, connect_timeout=1, **options)
+    _refused(source)
 
 
 # -- owner ids and scripts --------------------------------------------------------------------
@@ -740,7 +785,7 @@ def test_owner_ids_are_unguessable(redis_server: RedisServer) -> None:
         pes.try_set_permits(64)
         permits = [pes.acquire(lease_time=5) for _ in range(64)]
         assert len(set(permits)) == 64
-        assert varying_bits([int(p, 16) for p in permits], 128) > 100
+        assert varying_bits([int(p or "", 16) for p in permits], 128) > 100
         pes.delete()
     finally:
         for client in clients:

@@ -1,4 +1,4 @@
-"""Config validation happens at construction."""
+"""Options are validated at construction; URLs become redis-py clients."""
 
 from __future__ import annotations
 
@@ -8,35 +8,28 @@ from typing import Any
 
 import attrs
 import pytest
+import redis
+import redis.asyncio
 
-from syncprims import TLS, Config, SingleServer
+from syncprims import Config, redis_from_url
+from syncprims._transport.sources import async_redis_from_url, redact, sync_source
 
 
 def test_defaults_follow_redisson() -> None:
     config = Config()
     assert config.lock_watchdog_timeout == 30.0
-    assert config.watchdog_period == 10.0
     assert config.subscription_timeout == 7.5
     assert config.fair_lock_wait_timeout == 300.0
     assert config.watchdog_batch_size == 100
-    assert config.server == SingleServer(url="redis://127.0.0.1:6379")
+    assert config.retry_attempts == 4
+    assert config.timeout is None  # the redis-py client's socket timeout, else 3 s
 
 
-def test_single_server_and_timedelta_durations() -> None:
-    config = Config.single_server(
-        "redis://h:1/2", password="pw", lock_watchdog_timeout=timedelta(seconds=9), timeout=1
-    )
-    assert config.server.password == "pw"
+def test_timedelta_durations() -> None:
+    config = Config(lock_watchdog_timeout=timedelta(seconds=9), timeout=1, retry_delay=(0.1, 1))
     assert config.lock_watchdog_timeout == 9.0
     assert config.timeout == 1.0
-    assert "pw" not in repr(config)
-
-
-def test_redacted_url_hides_the_password() -> None:
-    server = SingleServer(url="redis://user:secret@host:6379/0")
-    assert "secret" not in server.redacted_url()
-    assert "user:***@host" in server.redacted_url()
-    assert "secret" not in Config(server=server).describe()
+    assert config.retry_delay == (0.1, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -48,10 +41,10 @@ def test_redacted_url_hides_the_password() -> None:
         ({"lock_watchdog_timeout": math.inf}, ValueError),
         ({"lock_watchdog_timeout": "30"}, TypeError),
         ({"timeout": 0}, ValueError),
+        ({"timeout": "3"}, TypeError),
         ({"retry_attempts": -1}, ValueError),
         ({"retry_attempts": 1.5}, TypeError),
         ({"watchdog_batch_size": 0}, ValueError),
-        ({"max_connections": 0}, ValueError),
         ({"retry_delay": (2, 1)}, ValueError),
         ({"retry_delay": 1}, TypeError),
     ],
@@ -61,10 +54,12 @@ def test_bad_values_fail_at_construction(options: dict[str, Any], error: type[Ex
         Config(**options)
 
 
-@pytest.mark.parametrize("url", ["http://x", "localhost:6379", "redis+cluster://x"])
-def test_bad_urls(url: str) -> None:
-    with pytest.raises(ValueError, match="url must start"):
-        SingleServer(url=url)
+def test_unknown_option_names_the_known_ones() -> None:
+    with pytest.raises(TypeError, match="lock_watchdog_timout") as info:
+        Config.from_options({"lock_watchdog_timout": 10})
+    assert "lock_watchdog_timeout" in str(info.value)
+    with pytest.raises(TypeError, match="password"):
+        Config.from_options({"password": "x"})
 
 
 def test_frozen() -> None:
@@ -73,13 +68,65 @@ def test_frozen() -> None:
         config.timeout = 5  # type: ignore[misc]
 
 
-def test_unlock_latch_ttl_covers_every_retry() -> None:
-    config = Config(timeout=3, connect_timeout=1, retry_attempts=3, retry_delay=(0.05, 1.0))
-    assert config.operation_timeout == (1 + 3 + 1) * 4
-    assert config.unlock_latch_ttl_ms == 20_000
-    assert Config().unlock_latch_ttl_ms == (5 + 3 + 2) * 5 * 1000
+def test_redact_hides_the_password() -> None:
+    assert redact("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
+    assert redact("redis://host:6379") == "redis://host:6379"
 
 
-def test_tls_defaults_verify() -> None:
-    tls = TLS()
-    assert tls.verify and tls.check_hostname
+def test_url_makes_a_redis_py_client_with_syncprims_defaults() -> None:
+    client = redis_from_url("redis://u:pw@h:1/2?client_name=app")
+    assert isinstance(client, redis.Redis)
+    kwargs = client.connection_pool.connection_kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs["db"]) == ("h", 1, 2)
+    assert (kwargs["username"], kwargs["password"], kwargs["client_name"]) == ("u", "pw", "app")
+    assert kwargs["socket_timeout"] == 3.0
+    assert kwargs["socket_connect_timeout"] == 5.0
+    assert kwargs["retry"].get_retries() == 0  # syncprims decides what may be retried
+    short = redis_from_url("redis://h:1", timeout=0.5)
+    assert isinstance(short, redis.Redis)
+    assert short.connection_pool.connection_kwargs["socket_timeout"] == 0.5
+    secure = redis_from_url("rediss://h:1?ssl_ca_certs=/ca.pem")
+    assert isinstance(secure, redis.Redis)
+    tls = secure.connection_pool
+    assert tls.connection_class is redis.SSLConnection
+    assert tls.connection_kwargs["ssl_ca_certs"] == "/ca.pem"
+
+
+def test_sentinel_url_makes_the_masters_client() -> None:
+    client = redis_from_url("redis+sentinel://:pw@h1:1,h2:2/mymaster?sentinel_password=sp")
+    assert isinstance(client, redis.Redis)
+    pool: Any = client.connection_pool
+    assert pool.service_name == "mymaster"
+    assert pool.connection_kwargs["password"] == "pw"
+    sentinels = pool.sentinel_manager.sentinels
+    assert [(s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs[
+        "port"]) for s in sentinels] == [("h1", 1), ("h2", 2)]  # fmt: skip
+    assert sentinels[0].connection_pool.connection_kwargs["password"] == "sp"
+
+
+def test_async_url_client_has_no_socket_timeout() -> None:
+    client = async_redis_from_url("redis://h:1", timeout=2)
+    assert isinstance(client, redis.asyncio.Redis)
+    assert client.connection_pool.connection_kwargs["socket_timeout"] is None
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("http://x", "must start with"),
+        ("localhost:6379", "must start with"),
+        ("redis+cluster://", "no hosts"),
+        ("redis+cluster://h", "host:port"),
+        ("redis+sentinel://h:1", "master name"),
+    ],
+)
+def test_bad_urls(url: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        redis_from_url(url)
+
+
+@pytest.mark.parametrize("source", [42, None, b"redis://x", object(), redis.asyncio.Redis()])
+def test_wrong_source_type_is_a_clear_type_error(source: object) -> None:
+    with pytest.raises(TypeError, match=r"redis\.Redis|redis\.asyncio") as info:
+        sync_source(source)
+    assert type(source).__name__ in str(info.value)

@@ -12,13 +12,14 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+import redis.exceptions
 
 import syncprims
 import syncprims.asyncio
 from syncprims import errors
-from syncprims._core.stepping import run
 from syncprims._protocol import scripts
 from syncprims._protocol.ids import new_client_id, new_request_id, owner_field
+from syncprims._protocol.stepping import run
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = sorted(p.name for p in resources.files("syncprims._protocol").joinpath("lua").iterdir())
@@ -80,6 +81,11 @@ def test_error_tree() -> None:
     assert issubclass(errors.RedisTimeoutError, TimeoutError)
     assert issubclass(errors.RedisConnectionError, ConnectionError)
     assert issubclass(errors.ClientClosedError, RuntimeError)
+    # Failures to reach Redis are also redis-py's own: ``except redis.RedisError`` catches them.
+    assert issubclass(errors.RedisTimeoutError, redis.exceptions.TimeoutError)
+    assert issubclass(errors.RedisConnectionError, redis.exceptions.ConnectionError)
+    error = errors.RedisConnectionError("refused", maybe_executed=False)
+    assert repr(error) == "RedisConnectionError('refused')"
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.SyncPrimsError)
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import random
 from datetime import timedelta
 
 import pytest
 
-from syncprims._protocol.timing import equal_jitter_delay, lease_ms, to_seconds, wait_seconds
+from syncprims._protocol.timing import Bounds, lease_ms, threading_wait, to_seconds, wait_seconds
 
 
 def test_to_seconds_accepts_numbers_and_timedeltas() -> None:
@@ -55,11 +54,26 @@ def test_wait_seconds_none_means_no_wait() -> None:
     assert wait_seconds(3) == 3.0
 
 
-def test_equal_jitter_stays_within_bounds() -> None:
-    rng = random.Random(7)
-    for attempt in range(10):
-        e = min(0.1 * 2**attempt, 2.0)
-        for _ in range(50):
-            delay = equal_jitter_delay(attempt, 0.1, 2.0, rng)
-            assert e / 2 <= delay <= e
-    assert equal_jitter_delay(1000, 0.1, 2.0, rng) <= 2.0
+def test_bounds_cover_every_retry() -> None:
+    bounds = Bounds(timeout=3, connect_timeout=1, retry_attempts=3, retry_delay_cap=1.0)
+    assert bounds.operation_timeout == (1 + 3 + 1) * 4
+    assert bounds.unlock_latch_ttl_ms == 20_000
+
+
+@pytest.mark.parametrize(
+    ("blocking", "timeout", "wait"),
+    [(True, -1, math.inf), (False, -1, 0.0), (True, 2.5, 2.5), (True, timedelta(seconds=2), 2.0)],
+)
+def test_threading_wait_follows_the_standard_library(
+    blocking: bool, timeout: float | timedelta, wait: float
+) -> None:
+    assert threading_wait(blocking, timeout) == wait
+
+
+@pytest.mark.parametrize(
+    ("blocking", "timeout", "error"),
+    [(False, 1, ValueError), (True, -2, ValueError), (1, -1, TypeError), (True, "1", TypeError)],
+)
+def test_threading_wait_refuses(blocking: object, timeout: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        threading_wait(blocking, timeout)
