@@ -3,12 +3,14 @@
 import asyncio
 import os
 
+import redis.asyncio
+
 import syncprims.asyncio
 
 
 async def main() -> None:
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
-    async with await syncprims.asyncio.connect(url) as client:
+    r = redis.asyncio.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"))
+    async with await syncprims.asyncio.connect(r) as client:
         lock = client.get_lock("orders:42")
         done = []
 
@@ -18,6 +20,7 @@ async def main() -> None:
 
         await asyncio.gather(*(worker(n) for n in range(5)))
         print("critical sections:", len(done))
+    await r.aclose()
 
 
 asyncio.run(main())

@@ -2,11 +2,14 @@
 
 import os
 
+import redis
+
 import syncprims
 
-url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+# The redis-py client your application already has (here from $REDIS_URL).
+r = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"))
 
-with syncprims.connect(url) as client:
+with syncprims.connect(r) as client:  # uses r's pool and settings; r stays yours
     lock = client.get_lock("orders:42")
 
     # Wait as long as it takes; the watchdog renews the lease until the block ends.
@@ -21,3 +24,6 @@ with syncprims.connect(url) as client:
             lock.unlock()
 
     print("locked now:", lock.is_locked())
+
+print("the application's client still works:", r.ping())
+r.close()
