@@ -355,3 +355,51 @@ async def test_redis_py_asyncio_pool_hands_out_a_closed_connection() -> None:
         await client.shutdown()
         await mine.aclose()
         await app.aclose()
+
+
+def test_shutdown_gives_every_connection_back_to_the_callers_pool_sync(
+    redis_server: RedisServer,
+) -> None:
+    # The transport keeps a few connections checked out between calls (a plain
+    # ConnectionPool only); shutdown must hand all of them back, and the pool stays usable.
+    r = redis.Redis(port=redis_server.port)
+    pool = r.connection_pool
+    client = syncprims.connect(r)
+
+    def work(i: int) -> None:
+        lock = client.get_lock(f"fit:idle:{i}")
+        for _ in range(20):
+            with lock:
+                pass
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert pool._in_use_connections, "expected connections kept between calls"
+    client.shutdown()
+    assert not pool._in_use_connections
+    assert r.ping() is True
+    r.close()
+
+
+async def test_shutdown_gives_every_connection_back_to_the_callers_pool_async(
+    redis_server: RedisServer,
+) -> None:
+    r = redis.asyncio.Redis(port=redis_server.port)
+    pool = r.connection_pool
+    client = await syncprims.asyncio.connect(r)
+
+    async def work(i: int) -> None:
+        lock = client.get_lock(f"fit:idle:a{i}")
+        for _ in range(20):
+            async with lock:
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(asyncio.create_task(work(i)) for i in range(6)))
+    assert pool._in_use_connections
+    await client.shutdown()
+    assert not pool._in_use_connections
+    assert await r.ping() is True
+    await r.aclose()

@@ -23,7 +23,6 @@ from syncprims._protocol.scripts import Script
 
 if TYPE_CHECKING:
     from syncprims._protocol.timing import Bounds
-    from syncprims.config import Config
 
 __all__ = [
     "Call",
@@ -35,6 +34,7 @@ __all__ = [
     "RenewalKind",
     "RenewalRegistry",
     "ScriptCall",
+    "Settings",
     "Subscription",
     "WakePolicy",
     "Wakeable",
@@ -152,6 +152,35 @@ class KeyJanitor(Protocol):
         """Delete ``key`` soon."""
 
 
+class Settings(Protocol):
+    """The options the algorithms read (``syncprims.Config`` provides them; a Protocol here
+    so that this leaf does not import the public module that builds on it)."""
+
+    @property
+    def lock_watchdog_timeout(self) -> float:
+        """Seconds: the lease a lock without ``lease_time`` gets, renewed by the watchdog."""
+
+    @property
+    def lock_synced_replicas(self) -> int:
+        """Replicas that must acknowledge an acquisition (``WAIT``); 0 for none."""
+
+    @property
+    def replica_sync_timeout(self) -> float:
+        """Seconds that ``WAIT`` may take."""
+
+    @property
+    def fair_lock_wait_timeout(self) -> float:
+        """Seconds a fair-lock waiter keeps its place in the queue without refreshing it."""
+
+    @property
+    def subscription_timeout(self) -> float:
+        """Seconds to wait for a channel subscription to be confirmed."""
+
+    @property
+    def wait_recheck_interval(self) -> float:
+        """Seconds between re-checks while waiting, in case a wake-up was missed."""
+
+
 class Executor(Protocol):
     """Operations every core object may await. One executor per client.
 
@@ -161,7 +190,7 @@ class Executor(Protocol):
     """
 
     @property
-    def config(self) -> Config:
+    def config(self) -> Settings:
         """The client's options."""
 
     @property

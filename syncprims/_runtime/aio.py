@@ -212,6 +212,8 @@ class AsyncExecutor(ExecutorBase):
             log.debug("shutdown: deleting unlock latch keys failed: %r", error)
         await self.services.drain(1.0)
         self.transport.close()
+        for server in self._servers():
+            await server.release_idle()
         owned = self.source.owned
         if owned is not None:
             await aclose_owned(owned)

@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import redis.asyncio
 import redis.exceptions
 
 from syncprims._protocol.contracts import Orphan
@@ -43,6 +44,7 @@ __all__ = ["AsyncServer", "NodePool", "bind_loop"]
 log = logging.getLogger("syncprims.transport")
 
 _FAILURES = (redis.exceptions.RedisError, OSError, TimeoutError)
+_IDLE_CAP = 8  # connections a server keeps checked out between calls
 
 
 def bind_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
@@ -168,6 +170,11 @@ class AsyncServer:
         self._deadlines: _Deadlines | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        # Connections kept checked out between calls, as the sync transport does and for the
+        # same reason (the pool's bookkeeping per call; docs/design.md, "Profile: the pool"):
+        # only over a plain redis.asyncio ConnectionPool.
+        self._idle: list[Any] = []
+        self._idle_cap = _IDLE_CAP if type(pool) is redis.asyncio.ConnectionPool else 0
 
     def _bind(self) -> _Deadlines:
         loop = bind_loop(self._loop)
@@ -236,7 +243,7 @@ class AsyncServer:
         sent = False
         try:
             try:
-                conn = await self.pool.get_connection()
+                conn = self._idle.pop() if self._idle else await self.pool.get_connection()
                 if await conn.can_read():
                     # Closed by the server (a restart) or holding unread data. redis-py 8's
                     # pool makes this check but skips its verdict while its maintenance
@@ -296,8 +303,18 @@ class AsyncServer:
         )
 
     async def _release(self, conn: Any) -> None:
+        if len(self._idle) < self._idle_cap and not self._closed and conn.is_connected:
+            self._idle.append(conn)
+            return
         with contextlib.suppress(Exception):  # a pool closed meanwhile
             await self.pool.release(conn)
+
+    async def release_idle(self) -> None:
+        """Give the connections kept between calls back to the pool (after :meth:`close`)."""
+        while self._idle:
+            conn = self._idle.pop()
+            with contextlib.suppress(Exception):
+                await self.pool.release(conn)
 
     def _adopt(self, conn: Any, on_orphan: Orphan) -> None:
         task = asyncio.get_running_loop().create_task(self._finish_orphan(conn, on_orphan))
@@ -338,10 +355,12 @@ class AsyncServer:
         self._closed = True
 
     def forget(self) -> None:
-        """After ``os.fork()``, in the child: never touch the parent's loop or tasks."""
+        """After ``os.fork()``, in the child: never touch the parent's loop, tasks or
+        connections."""
         self._loop = None
         self._deadlines = None
         self._background = set()
+        self._idle = []
 
 
 async def _drop(conn: Any) -> None:

@@ -27,6 +27,7 @@ coroutine to completion in one step.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ from syncprims.errors import ClientClosedError, SyncPrimsError
 __all__ = ["SyncServer", "fan_out"]
 
 _FAILURES = (redis.exceptions.RedisError, OSError)
+_IDLE_CAP = 8  # connections a server keeps checked out between calls (see checkout())
 
 
 class SyncServer:
@@ -64,11 +66,26 @@ class SyncServer:
         self._read_timeout: float | None = None if own is not None and own <= timeout else timeout
         self.healthy = True  # False after a call failed to reach the server
         self._closed = False
+        # Connections kept checked out between calls (see checkout()): only over a plain
+        # ConnectionPool, whose size is not a limit the application waits on.
+        self._idle: list[Any] = []
+        self._idle_cap = _IDLE_CAP if type(pool) is redis.ConnectionPool else 0
+        self._pid = os.getpid()
 
     # -- connections --------------------------------------------------------------------------
 
     def checkout(self, context: str) -> Any:
-        """A connected connection from the pool.
+        """A connected connection: one this server kept from an earlier call, else the pool's.
+
+        Why a few connections stay checked out: redis-py 8's ``get_connection()`` and
+        ``release()`` cost about 6 us per command together (lock, bookkeeping, the
+        observability recorder), which made an uncontended lock/unlock pair 25-30 % slower
+        than over the previous own pool (docs/design.md, "Profile: the pool"). So up to
+        ``_IDLE_CAP`` connections go back to a list here instead; the pool still counts them
+        as in use, the same stale check runs, and they return to the pool at :meth:`close`
+        or in a forked child never. A ``BlockingConnectionPool`` (a size the application
+        waits on), a Sentinel pool (which re-checks the master on release) and any other
+        subclass get every connection straight back.
 
         Raises:
             ClientClosedError: after :meth:`close`.
@@ -76,6 +93,15 @@ class SyncServer:
         """
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
+        if self._idle:
+            try:
+                conn = self._idle.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                if self._pid == os.getpid() and not _stale(conn):
+                    return conn
+                self._forget(conn)
         try:
             return self.pool.get_connection()
         except _FAILURES as error:
@@ -83,13 +109,21 @@ class SyncServer:
             raise self._translate(error, context, sent=False) from error
 
     def checkin(self, conn: Any) -> None:
-        """Give a connection back to the pool."""
-        self.pool.release(conn)
+        """Give a connection back (kept for the next call when there is room)."""
+        if len(self._idle) < self._idle_cap and not self._closed and conn._sock is not None:
+            self._idle.append(conn)
+        else:
+            self.pool.release(conn)
 
     def discard(self, conn: Any) -> None:
         """Give back a connection whose state is unknown (closed first)."""
         conn.disconnect()
         self.pool.release(conn)
+
+    def _forget(self, conn: Any) -> None:
+        if self._pid != os.getpid():
+            return  # the parent's connection: the pool of this child resets itself
+        self.discard(conn)
 
     # -- calls --------------------------------------------------------------------------------
 
@@ -216,8 +250,26 @@ class SyncServer:
         )
 
     def close(self) -> None:
-        """Refuse new calls (``ClientClosedError``); the pool is closed by its owner."""
+        """Refuse new calls (``ClientClosedError``) and give the kept connections back to the
+        pool; the pool is closed by its owner."""
         self._closed = True
+        while self._idle:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                break
+            if self._pid == os.getpid():
+                self.pool.release(conn)
+
+
+def _stale(conn: Any) -> bool:
+    """Whether a kept connection has unread data (a reply nobody read) or was closed."""
+    if conn._sock is None:
+        return True
+    try:
+        return bool(conn.can_read())
+    except _FAILURES:
+        return True
 
 
 def fan_out(
