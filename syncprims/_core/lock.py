@@ -323,14 +323,19 @@ class LockCore(ExpirableCore):
             self.acquire_command(field, lease, 0.0),
             self.context("acquiring"),
             lambda late: self.on_abandoned_attempt(field, 0.0, late),
+            skip_if_busy=True,
         )
 
     def release_call(self, field: str) -> tuple[Call, str]:
         """An unlock of one hold of ``field`` as a fan-out call, and its latch key."""
         latch = unlock_latch_key(self.name, new_request_id())
         lease = self._leases.get(field, self._watchdog_ms())
+
+        async def late(reply: Any) -> None:  # finished after the fan-out had its quorum
+            self.released(field, reply, latch)
+
         return Call(
-            self._ex, self.unlock_command(field, lease, latch), self.context("releasing")
+            self._ex, self.unlock_command(field, lease, latch), self.context("releasing"), late
         ), latch
 
     async def retry_release(self, call: Call) -> Any:

@@ -3,7 +3,11 @@
 
 No keys of their own: each sub-lock keeps its own layout on its own server. One attempt runs
 every sub-lock's acquire script **in parallel** (the asyncio face gathers; the sync face
-writes every command, then reads every reply), so it costs the slowest server, not the sum.
+writes every command, then reads the replies as they come), so it costs the slowest server,
+not the sum; a RedLock attempt costs its fastest majority: the fan-out stops once a quorum
+granted (or can no longer), after a short grace for the others (``Executor.eval_many``'s
+``enough``); what is still out finishes in the background and a late grant is released
+(``LockCore.on_abandoned_attempt``). Unlock likewise returns once a quorum released.
 A MultiLock needs every sub-lock; a RedLock a majority, ``n // 2 + 1``.
 
 Differences from Redisson, on purpose:
@@ -34,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from syncprims._core.lock import LockCore, lock_policy
-from syncprims._protocol.contracts import Call, Executor, Subscription
+from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
 
@@ -97,11 +101,14 @@ class MultiLockCore:
             while True:
                 started = ex.monotonic()
                 replies = await ex.eval_many(
-                    [sub.acquire_call(field, lease) for sub, field, lease, _ in plans]
+                    [sub.acquire_call(field, lease) for sub, field, lease, _ in plans],
+                    self._settled(plans),
                 )
                 elapsed = ex.monotonic() - started
-                ttls: list[int | Exception | None] = [
-                    reply if isinstance(reply, Exception) else plans[i][0].reply_ttl(reply)
+                ttls: list[object] = [
+                    reply
+                    if reply is PENDING or isinstance(reply, Exception)
+                    else plans[i][0].reply_ttl(reply)
                     for i, reply in enumerate(replies)
                 ]
                 taken = [i for i, ttl in enumerate(ttls) if ttl is None]
@@ -148,6 +155,23 @@ class MultiLockCore:
             if waiting is not None:
                 waiting[0].unsubscribe(waiting[1])
 
+    def _settled(self, plans: Sequence[tuple[LockCore, str, int, bool]]) -> Enough:
+        """When an attempt's fan-out may stop waiting: a quorum granted, or too few replies
+        left for one. The calls still out finish in the background; a late grant is
+        released at once (``LockCore.on_abandoned_attempt``)."""
+        need = self.required()
+
+        def enough(replies: Sequence[Any]) -> bool:
+            granted = out = 0
+            for (sub, _, _, _), reply in zip(plans, replies, strict=True):
+                if reply is PENDING:
+                    out += 1
+                elif not isinstance(reply, Exception) and sub.reply_ttl(reply) is None:
+                    granted += 1
+            return granted >= need or granted + out < need
+
+        return enough
+
     async def lock(self, owner: int, lease_time: object) -> None:
         """Acquire, waiting as long as it takes."""
         await self.try_lock(owner, math.inf, lease_time)
@@ -168,9 +192,18 @@ class MultiLockCore:
         if not holds:
             return []
         calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
-        replies = await self._ex.eval_many([call for call, _ in calls])
-        enough = sum(1 for reply in replies if reply in (0, 1)) >= self.required()
+        need = self.required()
+
+        def quorum_released(replies: Sequence[Any]) -> bool:
+            return sum(1 for reply in replies if reply in (0, 1)) >= need
+
+        # With a quorum released, the rest finishes in the background (each within its
+        # server's timeout, its book-keeping done by the call's on_orphan).
+        replies = await self._ex.eval_many([call for call, _ in calls], quorum_released)
+        enough = quorum_released(replies)
         for i, reply in enumerate(replies):
+            if reply is PENDING:
+                continue
             if isinstance(reply, TransportError) and retry and not enough:
                 # Retry alone (idempotent by its latch key). Once enough sub-locks are
                 # released, unreachable ones are left to expire: a dead master costs nothing.

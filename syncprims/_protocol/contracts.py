@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Call",
+    "PENDING",
+    "Enough",
     "Executor",
     "HoldLostCallback",
     "KeyJanitor",
@@ -75,13 +77,42 @@ class Call:
         executor: the client that runs it.
         call: the script call.
         context: what it does, for messages.
-        on_orphan: undoes it if its caller goes away before the reply (asyncio face).
+        on_orphan: what to do with its reply when nobody waits for it any more: the caller
+            went away (a cancelled asyncio task), or the fan-out stopped early (``enough``)
+            and the reply came later. An acquire undoes itself here.
+        skip_if_busy: ``True`` when the call may be skipped on a server still finishing an
+            earlier call the fan-out stopped waiting for (a sick quorum member): it then
+            fails at once with a ``RedisTimeoutError`` that did not run. ``False`` (a
+            release): it is queued behind that call instead and finished in the background.
     """
 
     executor: Executor
     call: ScriptCall
     context: str
     on_orphan: Orphan | None = None
+    skip_if_busy: bool = False
+
+
+class _Pending:
+    """The type of :data:`PENDING`."""
+
+    _instance: _Pending | None = None
+
+    def __new__(cls) -> _Pending:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING = _Pending()
+"""A fan-out entry whose reply had not come when ``enough`` stopped the wait; the call is
+finished in the background (its ``on_orphan`` gets the reply)."""
+
+Enough = Callable[[Sequence[Any]], bool]
+"""Whether a fan-out may stop waiting, given the replies so far (``PENDING`` where none)."""
 
 
 class Wakeable(Protocol):
@@ -239,13 +270,17 @@ class Executor(Protocol):
         """Run one plain command once on the node of ``route`` (a key); ``timeout``: seconds
         for its reply instead of the usual (blocking commands). Raises as :meth:`eval`."""
 
-    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+    async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         """Run several scripts at once, each on its own executor (all of this face's type).
 
-        The cost is the slowest call, not the sum. Never raises a ``SyncPrimsError``.
+        The cost is the slowest call, not the sum; with ``enough``, the cost of the replies
+        it needed: the wait stops as soon as ``enough(replies so far)`` is true, and the
+        calls still out are finished in the background, each within its server's timeout,
+        their late replies going to their ``on_orphan``. Never raises a ``SyncPrimsError``.
 
         Returns:
-            One entry per call: the reply, or the ``SyncPrimsError`` it failed with.
+            One entry per call: the reply, the ``SyncPrimsError`` it failed with, or
+            ``PENDING`` (only when ``enough`` stopped the wait).
         """
 
     async def subscribe(

@@ -171,3 +171,8 @@ class Bounds:
         """How long an unlock's idempotency key lives, milliseconds: longer than every retry
         of one unlock call can take (Redisson: ``(timeout + retryDelay) * retryAttempts``)."""
         return max(1, math.ceil(self.operation_timeout * 1000))
+
+
+MIN_GRACE = 0.002
+"""Seconds a fan-out with ``enough`` still waits for the other replies, at least (as long
+again as it took to have enough, when that was longer): a healthy set answers within it."""

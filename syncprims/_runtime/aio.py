@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
-from syncprims._protocol.contracts import Call, Orphan, WakePolicy
+from syncprims._protocol.contracts import PENDING, Call, Enough, Orphan, WakePolicy
 from syncprims._protocol.scripts import Script
+from syncprims._protocol.timing import MIN_GRACE
 from syncprims._runtime.base import ExecutorBase
 from syncprims._services.janitor import Janitor
 from syncprims._services.loop import CallerLoop
@@ -25,9 +26,11 @@ from syncprims._transport.aio import AsyncServer, bind_loop
 from syncprims._transport.cluster import AsyncTopology, ClusterRouter
 from syncprims._transport.sources import Source, aclose_owned, async_source
 from syncprims.config import Config
-from syncprims.errors import SyncPrimsError
+from syncprims.errors import RedisTimeoutError, SyncPrimsError
 
 __all__ = ["AsyncExecutor"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("syncprims")
 
@@ -89,6 +92,7 @@ class AsyncExecutor(ExecutorBase):
         )
         self.janitor = Janitor(self.services, self.transport, slot_of=self.slot_of)
         self._undoing: set[asyncio.Task[None]] = set()
+        self._late: set[asyncio.Task[Any]] = set()  # fan-out calls finished in the background
 
     def _cluster_sharded(self) -> bool:
         return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
@@ -119,37 +123,86 @@ class AsyncExecutor(ExecutorBase):
     ) -> Any:
         return await self.transport.command(*args, context=context, route=route, timeout=timeout)
 
-    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+    async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
+        executors: list[AsyncExecutor] = []
         for call in calls:
             if not isinstance(call.executor, AsyncExecutor):
                 raise TypeError("a fan-out mixes the sync and the asyncio face")
+            executors.append(call.executor)
         loop = asyncio.get_running_loop()
-        tasks = [
-            loop.create_task(
-                call.executor.eval(
-                    call.call.script,
-                    call.call.keys,
-                    call.call.args,
-                    context=call.context,
-                    on_orphan=call.on_orphan,
+        results: list[Any] = [PENDING] * len(calls)
+        tasks: dict[asyncio.Task[Any], int] = {}
+        for i, (call, ex) in enumerate(zip(calls, executors, strict=True)):
+            late = ex._late_calls()
+            if late and call.skip_if_busy:  # a sick server: see Call.skip_if_busy
+                results[i] = RedisTimeoutError(
+                    f"{call.context} skipped: the server has not answered an earlier call yet",
+                    maybe_executed=False,
                 )
+                continue
+            coro = ex.eval(
+                call.call.script,
+                call.call.keys,
+                call.call.args,
+                context=call.context,
+                on_orphan=call.on_orphan,
             )
-            for call in calls
-        ]
+            tasks[loop.create_task(_after(late, coro) if late else coro)] = i
+        pending = set(tasks)
+        started = loop.time()
+        grace: float | None = None  # once enough: how long the others still get
         try:
-            replies = await asyncio.gather(*tasks, return_exceptions=True)
+            while pending:
+                if grace is None and enough is not None and enough(results):
+                    grace = max(MIN_GRACE, loop.time() - started)  # as the sync fan-out
+                    stop_at = loop.time() + grace
+                if grace is not None:
+                    left = stop_at - loop.time()
+                    if left <= 0:
+                        break
+                    done, pending = await asyncio.wait(
+                        pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                    )
+                else:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    results[tasks[task]] = (
+                        task.result() if task.exception() is None else task.exception()
+                    )
         except asyncio.CancelledError:
-            # Calls still in flight were cancelled and undo themselves (on_orphan); calls that
+            # Calls still in flight are cancelled and undo themselves (on_orphan); calls that
             # had already answered are undone here.
-            for call, task in zip(calls, tasks, strict=True):
-                finished = task.done() and not task.cancelled() and task.exception() is None
-                if call.on_orphan is not None and finished:
-                    self._undo(call.on_orphan, task.result())
+            for task, i in tasks.items():
+                on_orphan = calls[i].on_orphan
+                if not task.done():
+                    task.cancel()
+                elif on_orphan is not None and not task.cancelled() and task.exception() is None:
+                    self._undo(on_orphan, task.result())
             raise
-        for reply in replies:
+        for task in pending:  # enough: finished in the background, within their timeouts
+            executors[tasks[task]]._finish_late(task, calls[tasks[task]].on_orphan)
+        for reply in results:
             if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
                 raise reply
-        return list(replies)
+        return results
+
+    def _late_calls(self) -> list[asyncio.Task[Any]]:
+        """Calls a fan-out stopped waiting for that are not finished yet (only for a client
+        of one server: a cluster client's nodes are not told apart)."""
+        if not self._late or isinstance(self.transport, ClusterRouter):
+            return []
+        return list(self._late)
+
+    def _finish_late(self, task: asyncio.Task[Any], on_orphan: Orphan | None) -> None:
+        self._late.add(task)
+
+        def done(task: asyncio.Task[Any]) -> None:
+            self._late.discard(task)
+            if task.cancelled() or task.exception() is not None or on_orphan is None:
+                return
+            self._undo(on_orphan, task.result())
+
+        task.add_done_callback(done)
 
     def _undo(self, on_orphan: Orphan, reply: Any) -> None:
         async def undo() -> None:
@@ -200,6 +253,8 @@ class AsyncExecutor(ExecutorBase):
             return
         self.closed = True
         bind_loop(self.event_loop)
+        if self._late:  # each ends within its server's timeout
+            await asyncio.wait(list(self._late), timeout=self.bounds.timeout + 1)
         for server in self._servers():
             await server.drain(self.bounds.timeout)
         pubsub = self.pubsub
@@ -253,3 +308,14 @@ async def open_executor(
             await executor.aclose()
             raise
     return executor
+
+
+async def _after(earlier: Sequence[asyncio.Task[Any]], coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` once the earlier late calls on its server are finished (they end within
+    the server's timeout): a release queued behind a sick server's pending call."""
+    try:
+        await asyncio.wait(earlier)
+    except BaseException:
+        coro.close()
+        raise
+    return await coro

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from syncprims._protocol.contracts import Call, Orphan, WakePolicy
+from syncprims._protocol.contracts import Call, Enough, Orphan, WakePolicy
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.stepping import run
 from syncprims._runtime.base import ExecutorBase
@@ -27,7 +27,7 @@ from syncprims._services.watchdog import Watchdog
 from syncprims._transport.cluster import ClusterRouter, SyncTopology
 from syncprims._transport.errors import ClusterRedirectError
 from syncprims._transport.sources import Source, close_owned, sync_source
-from syncprims._transport.sync import SyncServer, fan_out
+from syncprims._transport.sync import Routed, SyncServer, fan_out
 from syncprims.config import Config
 from syncprims.errors import SyncPrimsError
 
@@ -143,7 +143,7 @@ class SyncExecutor(ExecutorBase):
     ) -> Any:
         return await self.transport.command(*args, context=context, route=route, timeout=timeout)
 
-    async def eval_many(self, calls: Sequence[Call]) -> list[Any]:
+    async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         routed = []
         for call in calls:
             ex = call.executor
@@ -155,8 +155,19 @@ class SyncExecutor(ExecutorBase):
                 server = transport.route(call.call.keys)
             else:
                 server = transport
-            routed.append((server, call.call.script, call.call.keys, call.call.args, call.context))
-        replies = fan_out(routed)
+            on_orphan = call.on_orphan
+            routed.append(
+                Routed(
+                    server,
+                    call.call.script,
+                    call.call.keys,
+                    call.call.args,
+                    call.context,
+                    None if on_orphan is None else _blocking(on_orphan),
+                    call.skip_if_busy,
+                )
+            )
+        replies = fan_out(routed, enough)
         for i, reply in enumerate(replies):
             if isinstance(reply, ClusterRedirectError):  # it did not run: follow it alone
                 call = calls[i]
@@ -257,3 +268,13 @@ def open_executor(
             executor.close()
             raise
     return executor
+
+
+def _blocking(on_orphan: Orphan) -> Callable[[Any], None]:
+    """``on_orphan`` run to completion on the calling thread (the sync executor's
+    operations never suspend)."""
+
+    async def undo(reply: Any) -> None:
+        await on_orphan(reply)
+
+    return lambda reply: run(undo(reply))

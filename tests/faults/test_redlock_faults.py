@@ -7,12 +7,14 @@ docs/guarantees.md.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
 import pytest
 
 import syncprims
+import syncprims.asyncio
 from syncprims._embedded import RedisServer
 from tests.harness import lock_fields
 
@@ -133,3 +135,84 @@ def test_a_quorum_member_restarted_empty_allows_a_second_holder(
     finally:
         a_group.shutdown()
         b_group.shutdown()
+
+
+SLOW_NODE_TIMEOUT = 2.0  # long, so that waiting for a frozen master would show
+
+
+@pytest.mark.parametrize("frozen", [1, 2])
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_frozen_minority_is_not_waited_for(
+    doomed: list[RedisServer], name: str, frozen: int, face: str, record_property: Record
+) -> None:
+    """RedLock at the cost of its fastest majority: with a minority frozen, every acquire and
+    unlock returns once a quorum answered, without the frozen masters' timeout; exclusion
+    holds; once the masters answer again, their pending calls are finished or dropped within
+    their timeout and the lock works on all five again."""
+    urls = [
+        f"{s.url}?socket_connect_timeout={SLOW_NODE_TIMEOUT}" for s in doomed
+    ]  # fmt: skip
+    pairs: list[float] = []
+
+    def run_sync() -> None:
+        group = syncprims.connect_many(urls, timeout=SLOW_NODE_TIMEOUT)
+        other = syncprims.connect_many(urls, timeout=SLOW_NODE_TIMEOUT)
+        try:
+            red, theirs = group.get_red_lock(name), other.get_red_lock(name)
+            assert red.try_lock(lease_time=10)
+            red.unlock()
+            for server in doomed[:frozen]:
+                server.pause()
+            try:
+                for _ in range(10):
+                    started = time.monotonic()
+                    assert red.try_lock(lease_time=10)
+                    assert not theirs.try_lock(lease_time=10)  # exclusion holds
+                    red.unlock()
+                    pairs.append(time.monotonic() - started)
+            finally:
+                for server in doomed[:frozen]:
+                    server.resume()
+            time.sleep(SLOW_NODE_TIMEOUT + 0.5)  # pending calls end within their timeout
+            assert red.try_lock(lease_time=10)
+            assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]
+            red.unlock()
+        finally:
+            group.shutdown()
+            other.shutdown()
+
+    async def run_async() -> None:
+        group = await syncprims.asyncio.connect_many(urls, timeout=SLOW_NODE_TIMEOUT)
+        other = await syncprims.asyncio.connect_many(urls, timeout=SLOW_NODE_TIMEOUT)
+        try:
+            red, theirs = group.get_red_lock(name), other.get_red_lock(name)
+            assert await red.try_lock(lease_time=10)
+            await red.unlock()
+            for server in doomed[:frozen]:
+                server.pause()
+            try:
+                for _ in range(10):
+                    started = time.monotonic()
+                    assert await red.try_lock(lease_time=10)
+                    assert not await asyncio.create_task(theirs.try_lock(lease_time=10))
+                    await red.unlock()
+                    pairs.append(time.monotonic() - started)
+            finally:
+                for server in doomed[:frozen]:
+                    server.resume()
+            await asyncio.sleep(SLOW_NODE_TIMEOUT + 0.5)
+            assert await red.try_lock(lease_time=10)
+            assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]
+            await red.unlock()
+        finally:
+            await group.shutdown()
+            await other.shutdown()
+
+    if face == "sync":
+        run_sync()
+    else:
+        asyncio.run(run_async())
+    pairs.sort()
+    record_property(f"redlock_{frozen}_of_5_frozen_pair_median_s", round(pairs[5], 4))
+    # Not a speed claim: waiting for a frozen master would take SLOW_NODE_TIMEOUT per call.
+    assert max(pairs) < SLOW_NODE_TIMEOUT / 2
