@@ -9,7 +9,9 @@ Scenarios (each repeated; medians and min..max spread):
    are rows of scenarios 1-3);
 5. ``redlock``: RedLock on 5 masters vs 1 (acquire latency, pairs/s), next to pottery on the
    same masters (4 more embedded servers are started for it);
-6. ``watchdog``: many locks held with the watchdog: CPU, renewals per round trip, leases kept.
+6. ``watchdog``: many locks held with the watchdog: CPU, renewals per round trip, leases kept;
+8. ``redlock-frozen``: RedLock x5 (default configuration) with 0, 1 and 2 masters frozen by
+   SIGSTOP: the median acquire+release pair (five embedded servers of its own).
 
 Results go to a folder (``results.json``, ``table.md`` and, with matplotlib, ``chart.png``).
 Speed is reported, never asserted.
@@ -34,6 +36,7 @@ from syncprims.bench.scenarios import (
     contended,
     handoff,
     redlock,
+    redlock_frozen,
     rw_writer_wait,
     uncontended,
     watchdog_scale,
@@ -48,6 +51,7 @@ SCENARIOS: dict[str, Callable[[list[str], Settings, Callable[[str], None]], list
     "rw": rw_writer_wait,
     "redlock": redlock,
     "watchdog": watchdog_scale,
+    "redlock-frozen": redlock_frozen,
 }
 
 
@@ -99,6 +103,17 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
         _target("RedLock x5 acquire p50 < 1.5 x on 1 master",
                 _find(rows, "redlock", "syncprims RedLock x5", "acquire p50"),
                 _find(rows, "redlock", "syncprims RedLock", "acquire p50"), "<", 1.5),
+        _target("RedLock x5 pair <= 1.3 x the raw 5-node EVALSHA fan-out (pairs/s)",
+                _find(rows, "redlock", "syncprims RedLock x5", "pairs/s"),
+                _find(rows, "redlock", "raw EVALSHA fan-out x5", "pairs/s"), ">=", 1 / 1.3),
+        _target("RedLock x5, 1 of 5 frozen: pair p50 <= 2 x healthy",
+                _find(rows, "redlock-frozen", "syncprims RedLock x5, 1 frozen", "pair p50"),
+                _find(rows, "redlock-frozen", "syncprims RedLock x5, 0 frozen", "pair p50"),
+                "<=", 2.0),
+        _target("RedLock x5, 2 of 5 frozen: pair p50 <= 2 x healthy",
+                _find(rows, "redlock-frozen", "syncprims RedLock x5, 2 frozen", "pair p50"),
+                _find(rows, "redlock-frozen", "syncprims RedLock x5, 0 frozen", "pair p50"),
+                "<=", 2.0),
         _target("contended handoffs/s >= 1.3 x python-redis-lock",
                 _find(rows, "contended", "syncprims", "handoffs/s"),
                 _find(rows, "contended", "python-redis-lock", "handoffs/s"), ">=", 1.3),

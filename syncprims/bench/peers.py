@@ -9,8 +9,9 @@ clients. Each peer's lock is used the way its documentation suggests, with a 30 
 * ``redis-py Lock``: ``Redis.lock(name, timeout=30)``, default ``sleep=0.1`` polling;
 * ``python-redis-lock``: ``redis_lock.Lock(conn, name, expire=30)``, BLPOP wake-ups;
 * ``pottery Redlock``: ``Redlock(key=name, masters=..., auto_release_time=30)``, polling;
-* floors: two EVALSHA round trips (the raw cost of a script acquire + release), two PINGs,
-  and a one-token BLPOP/LPUSH list (the least any handoff through Redis can cost).
+* floors: two EVALSHA round trips (the raw cost of a script acquire + release), the same
+  written to 5 masters before reading (RedLock's floor), two PINGs, and a one-token
+  BLPOP/LPUSH list (the least any handoff through Redis can cost).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ PEERS = {
         Peer("pottery Redlock", "pottery"),
         Peer("pottery Redlock x5", "pottery", masters=5),
         Peer("raw EVALSHA floor", None),
+        Peer("raw EVALSHA fan-out x5", None, masters=5),
         Peer("PING floor", None),
         Peer("BLPOP floor", None),
     ]
@@ -148,6 +150,35 @@ class _RawFloor:
         )  # fmt: skip
 
 
+class _RawFanOut:
+    """RedLock's floor: the same two scripts on N masters from one thread, each step written
+    to every master before any reply is read (redis-py connections, hiredis parser)."""
+
+    def __init__(self, masters: list[redis.Redis], name: str) -> None:
+        self._conns: list[Any] = [m.connection_pool.get_connection() for m in masters]
+        self._name = name
+        for master in masters:
+            master.script_load(scripts.LOCK_ACQUIRE.source)
+            master.script_load(scripts.LOCK_UNLOCK.source)
+        self._acquire = ("EVALSHA", scripts.LOCK_ACQUIRE.sha, 1, name, 30_000, "floor:1")
+        self._release = (
+            "EVALSHA", scripts.LOCK_UNLOCK.sha, 3, name, "floor-channel", "floor-latch",
+            "0", 30_000, "floor:1", "PUBLISH", 1,
+        )  # fmt: skip
+
+    def _all(self, command: tuple[Any, ...]) -> None:
+        for conn in self._conns:
+            conn.send_command(*command)
+        for conn in self._conns:
+            conn.read_response()
+
+    def acquire(self) -> None:
+        self._all(self._acquire)
+
+    def release(self) -> None:
+        self._all(self._release)
+
+
 class _PingFloor:
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
@@ -211,6 +242,7 @@ def open_peer(name: str, urls: list[str]) -> Session:
         "pottery Redlock": lambda n: _Pottery(raws, n),
         "pottery Redlock x5": lambda n: _Pottery(raws, n),
         "raw EVALSHA floor": lambda n: _RawFloor(first, n),
+        "raw EVALSHA fan-out x5": lambda n: _RawFanOut(raws, n),
         "PING floor": lambda n: _PingFloor(first),
         "BLPOP floor": lambda n: _BlpopFloor(first, n),
     }

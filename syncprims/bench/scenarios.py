@@ -576,7 +576,13 @@ def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> l
 # -- 5: RedLock on 5 masters vs 1, next to pottery ------------------------------------------------
 
 
-REDLOCK = ["syncprims RedLock", "syncprims RedLock x5", "pottery Redlock", "pottery Redlock x5"]
+REDLOCK = [
+    "syncprims RedLock",
+    "syncprims RedLock x5",
+    "raw EVALSHA fan-out x5",
+    "pottery Redlock",
+    "pottery Redlock x5",
+]
 
 
 def _latency_and_rate(lock: Any, seconds: float) -> tuple[float, float]:
@@ -619,3 +625,57 @@ def redlock(urls: list[str], settings: Settings, progress: Progress) -> list[Row
     rows = [Row("redlock", p, "acquire p50", "ms", tuple(v)) for p, v in latency.items()]
     rows += [Row("redlock", p, "pairs/s", "1/s", tuple(v)) for p, v in rate.items()]
     return rows
+
+
+# -- 8: RedLock with a frozen minority -------------------------------------------------------------
+
+
+def _pair_median(lock: Any, pairs: int) -> float:
+    """Median ms of ``pairs`` acquire+release pairs."""
+    samples = []
+    for _ in range(pairs):
+        began = time.perf_counter()
+        lock.lock()
+        lock.unlock()
+        samples.append((time.perf_counter() - began) * 1000)
+    samples.sort()
+    return _quantile(samples, 0.5)
+
+
+def redlock_frozen(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """Scenario 8: RedLock x5, default configuration, with 0, 1 and 2 of its masters frozen
+    (SIGSTOP): the median acquire+release pair. Five embedded servers of its own (they are
+    paused), whatever ``urls`` is."""
+    import syncprims
+    from syncprims._embedded import RedisServer
+
+    pairs = max(20, int(200 * settings.seconds))
+    medians: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    for repeat in range(settings.repeats):
+        servers = [RedisServer() for _ in range(5)]
+        masters = syncprims.connect_many([server.url for server in servers])
+        try:
+            lock = masters.get_red_lock(_key("frozen"))
+            _pair_median(lock, 20)  # every connection open
+            for frozen in (0, 1, 2):
+                for server in servers[:frozen]:
+                    server.pause()
+                try:
+                    median = _pair_median(lock, pairs)
+                finally:
+                    for server in servers[:frozen]:
+                        server.resume()
+                medians[frozen].append(median)
+                progress(
+                    f"  redlock-frozen run {repeat + 1}/{settings.repeats}  {frozen} of 5 frozen  "
+                    f"pair p50 {median:8.3f} ms"
+                )
+                time.sleep(0.1)
+        finally:
+            masters.shutdown()
+            for server in servers:
+                server.stop()
+    return [
+        Row("redlock-frozen", f"syncprims RedLock x5, {n} frozen", "pair p50", "ms", tuple(v))
+        for n, v in medians.items()
+    ]

@@ -92,7 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenario",
         action="append",
-        choices=["uncontended", "handoff", "contended", "rw", "redlock", "watchdog"],
+        choices=[
+            "uncontended",
+            "handoff",
+            "contended",
+            "rw",
+            "redlock",
+            "watchdog",
+            "redlock-frozen",
+        ],
         help="run only this scenario (repeatable; default: all)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer, shorter runs (~2 minutes)")
