@@ -13,7 +13,10 @@ has (or a URL)::
             ...  # one owner at a time, across processes and hosts
 """
 
+import logging
+
 from syncprims import errors
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
 from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
 from syncprims._sync._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
@@ -39,6 +42,8 @@ from syncprims.errors import (
 
 __version__ = "0.1.0"
 
+logging.getLogger("syncprims").addHandler(logging.NullHandler())
+
 __all__ = [
     "AuthenticationError",
     "Client",
@@ -52,6 +57,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LossReason",
     "LostCallback",
     "MasterSet",
     "MultiLock",

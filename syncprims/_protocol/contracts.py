@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.scripts import Script
 
 if TYPE_CHECKING:
@@ -45,10 +46,13 @@ Arg = str | int | bytes
 Orphan = Callable[[Any], Awaitable[None]]
 """Awaited with the late reply of a call whose caller gave up (an abandoned acquire)."""
 
-LostCallback = Callable[[str, str], None]
-"""``on_lost(name, reason)``: a lock's hold was lost (the public callback of ``get_lock``)."""
+LostCallback = Callable[[str, LossReason], None]
+"""``on_lost(name, reason)``: a lock's hold was lost (the public callback of ``get_lock``).
 
-HoldLostCallback = Callable[[str, str, str], None]
+``reason`` is a [LossReason][syncprims.LossReason], a ``str`` enum: a callback written as
+``(name: str, reason: str) -> None`` fits too."""
+
+HoldLostCallback = Callable[[str, str, LossReason], None]
 """``callback(name, owner_field, reason)``: the watchdog found a hold lost."""
 
 

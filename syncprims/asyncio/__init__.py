@@ -15,6 +15,7 @@ pub/sub reader and watchdog run on that loop, through the pool it was given.
 """
 
 from syncprims import errors
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
 from syncprims._transport.sources import async_redis_from_url as redis_from_url
 from syncprims.asyncio._client import (
@@ -58,6 +59,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LossReason",
     "LostCallback",
     "MasterSet",
     "MultiLock",

@@ -13,6 +13,7 @@ from syncprims._core.fenced import FencedLockCore
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
@@ -187,14 +188,14 @@ class RLock(RExpirable):
         if task is None:
             raise RuntimeError("hold_or_cancel() must run inside an asyncio task")
         loop = asyncio.get_running_loop()
-        lost: list[str] = []
+        lost: list[LossReason] = []
         active = [True]
 
         def cancel_if_active() -> None:
             if active[0]:
                 task.cancel()
 
-        def on_loss(reason: str) -> None:  # the services thread, or this loop (lease timer)
+        def on_loss(reason: LossReason) -> None:  # the services thread, or this loop (lease timer)
             if not lost:
                 lost.append(reason)
                 loop.call_soon_threadsafe(cancel_if_active)
@@ -204,7 +205,9 @@ class RLock(RExpirable):
         end = self._core.lease_end(owner)
         timer = None
         if end is not None:
-            timer = loop.call_later(max(0.0, end - time.monotonic()), on_loss, "its lease ran out")
+            timer = loop.call_later(
+                max(0.0, end - time.monotonic()), on_loss, LossReason.LEASE_EXPIRED
+            )
         try:
             try:
                 yield self
@@ -238,7 +241,7 @@ class RLock(RExpirable):
         with contextlib.suppress(LockNotHeldError, TransportError):
             await self._core.unlock(owner)
 
-    def _lost_error(self, owner: int, reason: str) -> LockLostError:
+    def _lost_error(self, owner: int, reason: LossReason) -> LockLostError:
         return LockLostError(
             f"{self._core.kind} {self.name!r} was lost while held: {reason}",
             name=self.name,
