@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self, Unpack
+from typing import Any, Literal, Self, Unpack
 
 import redis
 
@@ -20,18 +22,40 @@ from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.stepping import run as _run
+from syncprims._protocol.templates import lock_namer, require_plain_function
+from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.sync import SyncExecutor as _Executor
 from syncprims._runtime.sync import open_executor as _open
+from syncprims._sync._decorate import P, T
 from syncprims._sync._lock import FairLock, FencedLock, ReadWriteLock, RLock
 from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from syncprims.config import Config, ConnectOptions
-from syncprims.errors import TransportError
+from syncprims.errors import LockTimeoutError, TransportError
 
 __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_many"]
 log = logging.getLogger("syncprims")
 Source = str | redis.Redis | redis.ConnectionPool | redis.RedisCluster
 "A URL, or the redis-py client, pool or cluster your application has (:func:`connect`)."
+LockKind = Literal["lock", "fair", "fenced", "read", "write"]
+"The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."
+
+
+@contextlib.contextmanager
+def _holding(
+    lock: RLock, wait_time: Duration | None, lease_time: Duration | None
+) -> Iterator[None]:
+    """Hold ``lock`` for a block: ``lock()``, or ``try_lock(wait_time)`` raising on time-out."""
+    if wait_time is None:
+        lock.lock(lease_time)
+    elif not lock.try_lock(wait_time, lease_time):
+        wait = wait_seconds(wait_time)
+        message = f"{lock._core.kind} {lock.name!r} was not acquired within {wait:g} s"
+        raise LockTimeoutError(message, name=lock.name)
+    try:
+        yield
+    finally:
+        lock.unlock()
 
 
 def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
@@ -176,6 +200,77 @@ class Client:
             ValueError: no lock.
         """
         return MultiLock(*locks)
+
+    def synchronized(
+        self,
+        name: str | Callable[..., str],
+        *,
+        kind: LockKind = "lock",
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+    ) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        """A decorator that runs each call of a function while holding a lock named per call.
+
+        Example:
+            ```python
+            @client.synchronized("orders:{order_id}")
+            async def ship(order_id: int, carrier: str = "ups") -> None:
+                ...  # one ship() per order at a time, across the fleet
+
+            @client.synchronized(lambda user, **_: f"users:{user.id}", kind="fair")
+            async def rename(user: User, new_name: str) -> None: ...
+            ```
+
+        Args:
+            name: the lock's name for a call: a ``str.format`` template whose fields name the
+                function's parameters (``"orders:{order_id}"``, ``"users:{user.id}"``;
+                defaults apply), or a callable taking the function's arguments and returning
+                the name. A template with no field names one lock for every call.
+            kind: the lock: ``"lock"`` (an [RLock][syncprims.RLock], default),
+                ``"fair"``, ``"fenced"``, or the ``"read"`` or ``"write"`` side of a
+                read-write lock.
+            wait_time: the longest wait for the lock, seconds or ``timedelta``; ``None``
+                (default) waits as long as it takes.
+            lease_time: as in [lock][syncprims.RLock.lock]; ``None`` (default): the
+                watchdog renews the lock until the call returns.
+
+        Returns:
+            The decorator; the decorated function keeps its signature, and raises
+            [LockTimeoutError][syncprims.errors.LockTimeoutError] (without running) when
+            the lock is not acquired within ``wait_time``.
+
+        Raises:
+            TypeError, ValueError: a bad ``kind``, duration, template (a field that names
+                no parameter) or function (the asyncio face decorates ``async def``
+                functions, the sync face plain ones); at decoration time.
+        """
+        getters: dict[str, Callable[[str], RLock]] = {
+            "lock": self.get_lock,
+            "fair": self.get_fair_lock,
+            "fenced": self.get_fenced_lock,
+            "read": lambda lock_name: self.get_read_write_lock(lock_name).read_lock(),
+            "write": lambda lock_name: self.get_read_write_lock(lock_name).write_lock(),
+        }
+        if kind not in getters:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, getters))}, not {kind!r}")
+        get = getters[kind]
+        if wait_time is not None:
+            wait_seconds(wait_time)
+        if lease_time is not None:
+            lease_ms(lease_time)
+
+        def decorate(func: Callable[P, T]) -> Callable[P, T]:
+            require_plain_function(func)
+            namer = lock_namer(name, func)
+
+            @functools.wraps(func)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                with _holding(get(namer(args, kwargs)), wait_time, lease_time):
+                    return func(*args, **kwargs)
+
+            return wrapper
+
+        return decorate
 
     def shutdown(self) -> None:
         """Stop the services and give every connection back. Idempotent.

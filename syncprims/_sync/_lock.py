@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -13,6 +14,7 @@ from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import P, T, locked
 from syncprims._sync._objects import RExpirable
 
 __all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
@@ -189,6 +191,14 @@ class RLock(RExpirable):
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as :meth:`is_locked`."""
         return _run(self._core.is_locked())
+
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     def __enter__(self) -> Self:
         _run(self._core.lock(_owner(), None))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -11,6 +12,7 @@ from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import P, T, locked
 from syncprims._sync._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
@@ -139,6 +141,14 @@ class MultiLock:
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as :meth:`is_locked`."""
         return _run(self._core.is_locked())
+
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     def __enter__(self) -> Self:
         _run(self._core.lock(_owner(), None))

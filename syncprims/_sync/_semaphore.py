@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -11,6 +12,7 @@ from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import P, T, locked
 from syncprims._sync._objects import RExpirable, RObject
 
 __all__ = ["CountDownLatch", "PermitExpirableSemaphore", "Semaphore"]
@@ -117,6 +119,14 @@ class Semaphore(RExpirable):
             TypeError, ValueError: a bad count (nothing is sent).
         """
         _run(self._core.release(permits))
+
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     def __enter__(self) -> Self:
         _run(self._core.acquire(1, True, -1))

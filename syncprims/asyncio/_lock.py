@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Self
 
@@ -15,6 +15,7 @@ from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
+from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
@@ -277,6 +278,16 @@ class RLock(RExpirable):
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as :meth:`is_locked`."""
         return await self._core.is_locked()
+
+    def __call__(
+        self, func: Callable[P, Awaitable[T]]
+    ) -> Callable[P, Coroutine[object, object, T]]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     async def __aenter__(self) -> Self:
         await self._core.lock(_owner(), None)

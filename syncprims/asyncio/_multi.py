@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Self
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_task_owner as _owner
 from syncprims._protocol.timing import Duration
+from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
@@ -137,6 +139,16 @@ class MultiLock:
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as :meth:`is_locked`."""
         return await self._core.is_locked()
+
+    def __call__(
+        self, func: Callable[P, Awaitable[T]]
+    ) -> Callable[P, Coroutine[object, object, T]]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     async def __aenter__(self) -> Self:
         await self._core.lock(_owner(), None)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Self
 
 from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.timing import Duration
+from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable, RObject
 
 __all__ = ["CountDownLatch", "PermitExpirableSemaphore", "Semaphore"]
@@ -117,6 +119,16 @@ class Semaphore(RExpirable):
             TypeError, ValueError: a bad count (nothing is sent).
         """
         await self._core.release(permits)
+
+    def __call__(
+        self, func: Callable[P, Awaitable[T]]
+    ) -> Callable[P, Coroutine[object, object, T]]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     async def __aenter__(self) -> Self:
         await self._core.acquire(1, True, -1)
