@@ -49,6 +49,7 @@ PHRASES = [
     ("the current asyncio task", "the current thread"),
     ("current task", "current thread"),
     ("async with ", "with "),
+    ("async def ", "def "),
     ("await ", ""),
     ("syncprims.asyncio", "syncprims"),
     ("redis.asyncio.", "redis."),

@@ -1,16 +1,19 @@
 """syncprims: typed distributed synchronization primitives on Redis, Redisson compatible.
 
-This package is the blocking (sync) face; :mod:`syncprims.asyncio` has the same classes for
-asyncio. Start with :func:`connect`, giving it the redis-py client your application already
-has (or a URL)::
+This package is the blocking (sync) face; [`syncprims.asyncio`][syncprims.asyncio] has the same
+classes for asyncio. Start with [`connect`][syncprims.connect], giving it the redis-py client your
+application already
+has (or a URL):
 
-    import redis
-    import syncprims
+```python
+import redis
+import syncprims
 
-    r = redis.Redis(host="localhost")
-    with syncprims.connect(r) as client:
-        with client.get_lock("orders:42"):
-            ...  # one owner at a time, across processes and hosts
+r = redis.Redis(host="localhost")
+with syncprims.connect(r) as client:
+    with client.get_lock("orders:42"):
+        ...  # one owner at a time, across processes and hosts
+```
 """
 
 import logging

@@ -36,7 +36,7 @@ from syncprims.errors import LockTimeoutError, TransportError
 __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_many"]
 log = logging.getLogger("syncprims")
 Source = str | redis.Redis | redis.ConnectionPool | redis.RedisCluster
-"A URL, or the redis-py client, pool or cluster your application has (:func:`connect`)."
+"A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]
 "The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."
 
@@ -68,10 +68,10 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
-    Made by :func:`connect`. Create one per process (per process) and
-    share it between threads (or tasks): it takes connections from the redis-py pool it was
-    given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut it
-    down when done (``with``/``async with`` does it); locks it still holds then stop being
+    Made by [`connect`][syncprims.connect]. Create one per process (per event loop in the
+    asyncio face) and share it between threads (or tasks): it takes connections from the redis-py
+    pool it was given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut
+    it down when done (``with``/``async with`` does it); locks it still holds then stop being
     renewed and expire by their lease. A redis-py client you passed in stays open.
 
     Each client has a random id (a UUID4); a lock's owner is that id plus the thread (sync
@@ -132,7 +132,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock`.
+            on_lost: as in [`get_lock`][syncprims.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -146,7 +146,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock` (for both sides).
+            on_lost: as in [`get_lock`][syncprims.Client.get_lock] (for both sides).
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -161,7 +161,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock`.
+            on_lost: as in [`get_lock`][syncprims.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -193,7 +193,8 @@ class Client:
         return CountDownLatch(CountDownLatchCore(self._ex, name))
 
     def get_multi_lock(self, *locks: RLock) -> MultiLock:
-        """A :class:`MultiLock` of ``locks`` (lock objects of this face, from any client).
+        """A [`MultiLock`][syncprims.MultiLock] of ``locks`` (lock objects of this face,
+        from any client).
 
         Raises:
             TypeError: an argument is not a lock of this face.
@@ -214,11 +215,11 @@ class Client:
         Example:
             ```python
             @client.synchronized("orders:{order_id}")
-            async def ship(order_id: int, carrier: str = "ups") -> None:
+            def ship(order_id: int, carrier: str = "ups") -> None:
                 ...  # one ship() per order at a time, across the fleet
 
             @client.synchronized(lambda user, **_: f"users:{user.id}", kind="fair")
-            async def rename(user: User, new_name: str) -> None: ...
+            def rename(user: User, new_name: str) -> None: ...
             ```
 
         Args:
@@ -277,8 +278,8 @@ class Client:
 
         Locks still held stop being renewed and expire by their lease; later calls on this
         client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
-        :func:`connect` stays open and usable: its owner closes it. A client made from a URL
-        is closed.
+        [`connect`][syncprims.connect] stays open and usable: its owner closes it. A client
+        made from a URL is closed.
         """
         _run(self._ex.aclose())
 
@@ -297,29 +298,30 @@ class Client:
 def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) -> Client:
     """Connect to Redis through the redis-py client your application already has, or a URL.
 
-    Example::
-
+    Example:
+        ```python
         r = redis.Redis(host="cache", password=secret, client_name="orders")
         client = syncprims.connect(r)          # r's pool, settings and all
+        ```
 
     Args:
         source: a ``redis.Redis`` (also ``fakeredis.FakeRedis`` or a Sentinel
             ``master_for`` client), a ``redis.ConnectionPool`` (any kind) or a
             ``redis.RedisCluster``, whose connections (and so credentials, TLS,
             database, client name, timeouts, pool size) syncprims uses; it stays yours and
-            stays open after :meth:`Client.shutdown`. Or a URL: ``redis://[[user]:password@]
-            host[:port][/db]``, ``rediss://...`` (TLS), ``unix:///path``, with redis-py's
-            query parameters (``?ssl_ca_certs=...&client_name=...``);
-            ``redis+cluster://host:port,host:port`` (a cluster, from any of its nodes) or
-            ``redis+sentinel://host:port,host:port/master_name`` (a master found through its
-            sentinels). ``None``: the ``REDIS_URL`` environment variable, else
-            ``redis://127.0.0.1:6379``.
-        **options: syncprims' own options (:class:`~syncprims.Config`):
+            stays open after [`shutdown`][syncprims.Client.shutdown]. Or a URL:
+            ``redis://[[user]:password@] host[:port][/db]``, ``rediss://...`` (TLS),
+            ``unix:///path``, with redis-py's query parameters
+            (``?ssl_ca_certs=...&client_name=...``); ``redis+cluster://host:port,host:port`` (a
+            cluster, from any of its nodes) or ``redis+sentinel://host:port,host:port/master_name``
+            (a master found through its sentinels). ``None``: the ``REDIS_URL`` environment
+            variable, else ``redis://127.0.0.1:6379``.
+        **options: syncprims' own options ([`Config`][syncprims.Config]):
             ``lock_watchdog_timeout``, ``timeout``, ``retry_attempts``... A misspelt one is
             a type error for mypy and a ``TypeError`` at run time.
 
     Returns:
-        A connected :class:`Client`, bound to the running event loop.
+        A connected [`Client`][syncprims.Client], bound to the running event loop.
 
     Raises:
         TypeError: ``source`` is of no accepted type (the message lists them), or an unknown
@@ -337,8 +339,8 @@ def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) 
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 
-    Made by :func:`connect_many`. ``get_red_lock(name)`` locks ``name`` on a majority of the
-    masters; ``get_multi_lock(name)`` on all of them.
+    Made by [`connect_many`][syncprims.connect_many]. ``get_red_lock(name)`` locks ``name``
+    on a majority of the masters; ``get_multi_lock(name)`` on all of them.
     """
 
     __slots__ = ("_clients",)
@@ -362,7 +364,8 @@ class MasterSet:
         return self._clients
 
     def get_red_lock(self, name: str) -> RedLock:
-        """A :class:`RedLock` of the lock ``name`` on every master (no Redis call is made).
+        """A [`RedLock`][syncprims.RedLock] of the lock ``name`` on every master (no Redis
+        call is made).
 
         Raises:
             TypeError, ValueError: a bad name.
@@ -370,7 +373,8 @@ class MasterSet:
         return RedLock(*(client.get_lock(name) for client in self._clients))
 
     def get_multi_lock(self, name: str) -> MultiLock:
-        """A :class:`MultiLock` of the lock ``name`` on every master (all must be held).
+        """A [`MultiLock`][syncprims.MultiLock] of the lock ``name`` on every master (all
+        must be held).
 
         Raises:
             TypeError, ValueError: a bad name.
@@ -404,11 +408,11 @@ def connect_many(sources: Sequence[Source], /, **options: Unpack[ConnectOptions]
 
     Args:
         sources: one URL or ``redis.asyncio`` client (or pool) per master (see
-            :func:`connect`).
-        **options: as for :func:`connect`, applied to every client.
+            [`connect`][syncprims.connect]).
+        **options: as for [`connect`][syncprims.connect], applied to every client.
 
     Returns:
-        A :class:`MasterSet`.
+        A [`MasterSet`][syncprims.MasterSet].
 
     Raises:
         ValueError: no source.

@@ -1,14 +1,16 @@
 """The asyncio face of syncprims: the same classes and names, as coroutines.
 
-Ownership is per asyncio *task*: two tasks on one thread exclude each other. ::
+Ownership is per asyncio *task*: two tasks on one thread exclude each other.
 
-    import redis.asyncio
-    import syncprims.asyncio
+```python
+import redis.asyncio
+import syncprims.asyncio
 
-    r = redis.asyncio.Redis(host="localhost")            # the client your application has
-    async with await syncprims.asyncio.connect(r) as client:
-        async with client.get_lock("orders:42"):
-            ...
+r = redis.asyncio.Redis(host="localhost")            # the client your application has
+async with await syncprims.asyncio.connect(r) as client:
+    async with client.get_lock("orders:42"):
+        ...
+```
 
 A client belongs to the event loop it was created on (as redis-py's asyncio clients do); its
 pub/sub reader and watchdog run on that loop, through the pool it was given.

@@ -35,7 +35,7 @@ __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_
 log = logging.getLogger("syncprims")
 
 Source = str | redis.asyncio.Redis | redis.asyncio.ConnectionPool | redis.asyncio.RedisCluster
-"""A URL, or the redis-py client, pool or cluster your application has (:func:`connect`)."""
+"""A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."""
 
 
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]
@@ -69,10 +69,10 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
-    Made by :func:`connect`. Create one per process (per event loop in the asyncio face) and
-    share it between threads (or tasks): it takes connections from the redis-py pool it was
-    given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut it
-    down when done (``with``/``async with`` does it); locks it still holds then stop being
+    Made by [`connect`][syncprims.asyncio.connect]. Create one per process (per event loop in the
+    asyncio face) and share it between threads (or tasks): it takes connections from the redis-py
+    pool it was given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut
+    it down when done (``with``/``async with`` does it); locks it still holds then stop being
     renewed and expire by their lease. A redis-py client you passed in stays open.
 
     Each client has a random id (a UUID4); a lock's owner is that id plus the thread (sync
@@ -134,7 +134,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock`.
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -148,7 +148,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock` (for both sides).
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock] (for both sides).
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -163,7 +163,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock`.
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -195,7 +195,8 @@ class Client:
         return CountDownLatch(CountDownLatchCore(self._ex, name))
 
     def get_multi_lock(self, *locks: RLock) -> MultiLock:
-        """A :class:`MultiLock` of ``locks`` (lock objects of this face, from any client).
+        """A [`MultiLock`][syncprims.asyncio.MultiLock] of ``locks`` (lock objects of this face,
+        from any client).
 
         Raises:
             TypeError: an argument is not a lock of this face.
@@ -281,8 +282,8 @@ class Client:
 
         Locks still held stop being renewed and expire by their lease; later calls on this
         client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
-        :func:`connect` stays open and usable: its owner closes it. A client made from a URL
-        is closed.
+        [`connect`][syncprims.asyncio.connect] stays open and usable: its owner closes it. A client
+        made from a URL is closed.
         """
         await self._ex.aclose()
 
@@ -301,29 +302,30 @@ class Client:
 async def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) -> Client:
     """Connect to Redis through the redis-py client your application already has, or a URL.
 
-    Example::
-
+    Example:
+        ```python
         r = redis.asyncio.Redis(host="cache", password=secret, client_name="orders")
         client = await syncprims.asyncio.connect(r)          # r's pool, settings and all
+        ```
 
     Args:
         source: a ``redis.asyncio.Redis`` (also ``fakeredis.FakeAsyncRedis`` or a Sentinel
             ``master_for`` client), a ``redis.asyncio.ConnectionPool`` (any kind) or a
             ``redis.asyncio.RedisCluster``, whose connections (and so credentials, TLS,
             database, client name, timeouts, pool size) syncprims uses; it stays yours and
-            stays open after :meth:`Client.shutdown`. Or a URL: ``redis://[[user]:password@]
-            host[:port][/db]``, ``rediss://...`` (TLS), ``unix:///path``, with redis-py's
-            query parameters (``?ssl_ca_certs=...&client_name=...``);
-            ``redis+cluster://host:port,host:port`` (a cluster, from any of its nodes) or
-            ``redis+sentinel://host:port,host:port/master_name`` (a master found through its
-            sentinels). ``None``: the ``REDIS_URL`` environment variable, else
-            ``redis://127.0.0.1:6379``.
-        **options: syncprims' own options (:class:`~syncprims.Config`):
+            stays open after [`shutdown`][syncprims.asyncio.Client.shutdown]. Or a URL:
+            ``redis://[[user]:password@] host[:port][/db]``, ``rediss://...`` (TLS),
+            ``unix:///path``, with redis-py's query parameters
+            (``?ssl_ca_certs=...&client_name=...``); ``redis+cluster://host:port,host:port`` (a
+            cluster, from any of its nodes) or ``redis+sentinel://host:port,host:port/master_name``
+            (a master found through its sentinels). ``None``: the ``REDIS_URL`` environment
+            variable, else ``redis://127.0.0.1:6379``.
+        **options: syncprims' own options ([`Config`][syncprims.Config]):
             ``lock_watchdog_timeout``, ``timeout``, ``retry_attempts``... A misspelt one is
             a type error for mypy and a ``TypeError`` at run time.
 
     Returns:
-        A connected :class:`Client`, bound to the running event loop.
+        A connected [`Client`][syncprims.asyncio.Client], bound to the running event loop.
 
     Raises:
         TypeError: ``source`` is of no accepted type (the message lists them), or an unknown
@@ -341,8 +343,8 @@ async def connect(source: Source | None = None, /, **options: Unpack[ConnectOpti
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 
-    Made by :func:`connect_many`. ``get_red_lock(name)`` locks ``name`` on a majority of the
-    masters; ``get_multi_lock(name)`` on all of them.
+    Made by [`connect_many`][syncprims.asyncio.connect_many]. ``get_red_lock(name)`` locks ``name``
+    on a majority of the masters; ``get_multi_lock(name)`` on all of them.
     """
 
     __slots__ = ("_clients",)
@@ -367,7 +369,8 @@ class MasterSet:
         return self._clients
 
     def get_red_lock(self, name: str) -> RedLock:
-        """A :class:`RedLock` of the lock ``name`` on every master (no Redis call is made).
+        """A [`RedLock`][syncprims.asyncio.RedLock] of the lock ``name`` on every master (no Redis
+        call is made).
 
         Raises:
             TypeError, ValueError: a bad name.
@@ -375,7 +378,8 @@ class MasterSet:
         return RedLock(*(client.get_lock(name) for client in self._clients))
 
     def get_multi_lock(self, name: str) -> MultiLock:
-        """A :class:`MultiLock` of the lock ``name`` on every master (all must be held).
+        """A [`MultiLock`][syncprims.asyncio.MultiLock] of the lock ``name`` on every master (all
+        must be held).
 
         Raises:
             TypeError, ValueError: a bad name.
@@ -411,11 +415,11 @@ async def connect_many(
 
     Args:
         sources: one URL or ``redis.asyncio`` client (or pool) per master (see
-            :func:`connect`).
-        **options: as for :func:`connect`, applied to every client.
+            [`connect`][syncprims.asyncio.connect]).
+        **options: as for [`connect`][syncprims.asyncio.connect], applied to every client.
 
     Returns:
-        A :class:`MasterSet`.
+        A [`MasterSet`][syncprims.asyncio.MasterSet].
 
     Raises:
         ValueError: no source.
