@@ -11,7 +11,10 @@ lock classes did). Rewrites, on the syntax tree:
   ``_run(<call>)``, which steps the core coroutine to completion on the calling thread;
   ``await <face call>`` -> ``<face call>`` (the face method is itself sync now);
 * names: the task owner -> the thread owner, the asyncio executor -> the sync executor,
-  ``syncprims.asyncio.*`` modules -> ``syncprims._sync.*``;
+  ``syncprims.asyncio.*`` modules -> ``syncprims._sync.*``, async context managers and
+  iterators -> their sync forms;
+* annotations: ``Awaitable[T]`` and ``Coroutine[Y, S, T]`` -> ``T`` (a decorated function's
+  result);
 * docstrings: the phrases in ``PHRASES``.
 
 Usage: ``python scripts/gen_sync.py`` writes the files; ``--check`` exits 1 if any is stale.
@@ -28,13 +31,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "syncprims" / "asyncio"
 TARGET = ROOT / "syncprims" / "_sync"
-FILES = ["_objects.py", "_lock.py", "_multi.py", "_semaphore.py", "_client.py"]
+FILES = ["_decorate.py", "_objects.py", "_lock.py", "_multi.py", "_semaphore.py", "_client.py"]
 
 NAMES = {
     "current_task_owner": "current_thread_owner",
     "AsyncExecutor": "SyncExecutor",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
+    "asynccontextmanager": "contextmanager",
+    "AsyncIterator": "Iterator",
+    "AbstractAsyncContextManager": "AbstractContextManager",
+    "require_coroutine_function": "require_plain_function",
 }
 MODULES = {"syncprims._runtime.aio": "syncprims._runtime.sync"}
 """Imports of the asyncio face's executor become the sync executor's."""
@@ -42,6 +49,7 @@ PHRASES = [
     ("the current asyncio task", "the current thread"),
     ("current task", "current thread"),
     ("async with ", "with "),
+    ("async def ", "def "),
     ("await ", ""),
     ("syncprims.asyncio", "syncprims"),
     ("redis.asyncio.", "redis."),
@@ -129,6 +137,20 @@ class _Unasync(ast.NodeTransformer):
             call = ast.Call(func=ast.Name("_run", ast.Load()), args=[node.value], keywords=[])
             return ast.copy_location(call, node)
         return node.value
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        value = node.value
+        if isinstance(value, ast.Name) and value.id == "Awaitable":
+            return node.slice
+        if (
+            isinstance(value, ast.Name)
+            and value.id == "Coroutine"
+            and isinstance(node.slice, ast.Tuple)
+            and len(node.slice.elts) == 3
+        ):
+            return node.slice.elts[2]
+        return node
 
     def visit_Name(self, node: ast.Name) -> ast.Name:
         node.id = NAMES.get(node.id, node.id)

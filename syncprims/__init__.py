@@ -1,19 +1,25 @@
 """syncprims: typed distributed synchronization primitives on Redis, Redisson compatible.
 
-This package is the blocking (sync) face; :mod:`syncprims.asyncio` has the same classes for
-asyncio. Start with :func:`connect`, giving it the redis-py client your application already
-has (or a URL)::
+This package is the blocking (sync) face; [`syncprims.asyncio`][syncprims.asyncio] has the same
+classes for asyncio. Start with [`connect`][syncprims.connect], giving it the redis-py client your
+application already
+has (or a URL):
 
-    import redis
-    import syncprims
+```python
+import redis
+import syncprims
 
-    r = redis.Redis(host="localhost")
-    with syncprims.connect(r) as client:
-        with client.get_lock("orders:42"):
-            ...  # one owner at a time, across processes and hosts
+r = redis.Redis(host="localhost")
+with syncprims.connect(r) as client:
+    with client.get_lock("orders:42"):
+        ...  # one owner at a time, across processes and hosts
+```
 """
 
+import logging
+
 from syncprims import errors
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
 from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
 from syncprims._sync._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
@@ -28,6 +34,7 @@ from syncprims.errors import (
     LockError,
     LockLostError,
     LockNotHeldError,
+    LockTimeoutError,
     PermitNotHeldError,
     RedisConnectionError,
     RedisTimeoutError,
@@ -38,6 +45,8 @@ from syncprims.errors import (
 )
 
 __version__ = "0.1.0"
+
+logging.getLogger("syncprims").addHandler(logging.NullHandler())
 
 __all__ = [
     "AuthenticationError",
@@ -52,6 +61,8 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LockTimeoutError",
+    "LossReason",
     "LostCallback",
     "MasterSet",
     "MultiLock",

@@ -1,13 +1,13 @@
 """Client options: what syncprims itself needs to know, validated at construction.
 
 Where Redis is, and how to reach it (host, credentials, TLS, database, client name, socket
-timeouts, pool size), is redis-py's business: pass :func:`syncprims.connect` a configured
-``redis.Redis`` (or a pool, a ``RedisCluster``, a Sentinel ``master_for`` client, a
+timeouts, pool size), is redis-py's business: pass [`syncprims.connect`][syncprims.connect] a
+configured ``redis.Redis`` (or a pool, a ``RedisCluster``, a Sentinel ``master_for`` client, a
 ``fakeredis.FakeRedis``), or a URL that redis-py understands. The options here are the ones
 only syncprims has: lease and wait behaviour, how its own calls are bounded and retried, and
 replica synchronisation.
 
-Durations are seconds (``int``/``float``) or :class:`datetime.timedelta`, stored as ``float``
+Durations are seconds (``int``/``float``) or ``datetime.timedelta``, stored as ``float``
 seconds. Defaults follow Redisson's ``Config`` where a Redisson setting exists
 (``lockWatchdogTimeout`` 30 s, ``subscriptionTimeout`` 7.5 s, ``fairLockWaitTimeout`` 300 s,
 ``lockWatchdogBatchSize`` 100, ``retryAttempts`` 4); the retry delays are ours.
@@ -32,9 +32,9 @@ DEFAULT_TIMEOUT = 3.0
 
 
 class ConnectOptions(TypedDict, total=False):
-    """The keyword options of :func:`syncprims.connect` (and of the asyncio face's).
+    """The keyword options of [`syncprims.connect`][syncprims.connect] (and of the asyncio face's).
 
-    Every key is optional; see :class:`Config` for each one's meaning and default. A
+    Every key is optional; see [`Config`][syncprims.Config] for each one's meaning and default. A
     misspelt key or a wrong type is an error for ``mypy --strict`` and a ``TypeError`` at
     run time.
     """
@@ -109,7 +109,8 @@ def _delay_pair(value: tuple[Duration, Duration]) -> tuple[float, float]:
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """The options of one client (what :func:`syncprims.connect` accepts as keywords).
+    """The options of one client (what [`syncprims.connect`][syncprims.connect] accepts as
+    keywords).
 
     A bad value raises ``ValueError``/``TypeError`` when the object is built, before
     anything is sent to Redis.

@@ -1,19 +1,20 @@
 """The errors syncprims raises: one tree with one root.
 
-::
-
-    SyncPrimsError
-    ├── LockError                        a lock operation refused (attributes: name, owner)
-    │   ├── LockNotHeldError             also a RuntimeError: unlock by a non-holder
-    │   └── LockLostError                the watchdog found the lock gone or could not renew it
-    ├── TransportError                   Redis could not be reached or did not answer
-    │   ├── RedisConnectionError         also ConnectionError and redis.exceptions.ConnectionError
-    │   └── RedisTimeoutError            also TimeoutError and redis.exceptions.TimeoutError
-    ├── PermitNotHeldError               also a ValueError: release of an unknown permit id
-    ├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
-    ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
-    │   └── AuthenticationError          the credentials were refused (not retried)
-    └── ClientClosedError                also a RuntimeError: the client was shut down
+```text
+SyncPrimsError
+├── LockError                        a lock operation refused (attributes: name, owner)
+│   ├── LockNotHeldError             also a RuntimeError: unlock by a non-holder
+│   ├── LockLostError                the watchdog found the lock gone or could not renew it
+│   └── LockTimeoutError             also a TimeoutError: not acquired within its wait time
+├── TransportError                   Redis could not be reached or did not answer
+│   ├── RedisConnectionError         also ConnectionError and redis.exceptions.ConnectionError
+│   └── RedisTimeoutError            also TimeoutError and redis.exceptions.TimeoutError
+├── PermitNotHeldError               also a ValueError: release of an unknown permit id
+├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
+├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
+│   └── AuthenticationError          the credentials were refused (not retried)
+└── ClientClosedError                also a RuntimeError: the client was shut down
+```
 
 Bad arguments (negative or NaN durations, empty names, wrong types) raise the builtin
 ``ValueError`` / ``TypeError`` before anything is sent to Redis.
@@ -38,6 +39,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LockTimeoutError",
     "PermitNotHeldError",
     "ReplicaSyncError",
     "RedisConnectionError",
@@ -73,6 +75,11 @@ class LockNotHeldError(LockError, RuntimeError):
 
 class LockLostError(LockError):
     """A held lock was lost: it expired, was force-unlocked, or could not be renewed."""
+
+
+class LockTimeoutError(LockError, TimeoutError):
+    """A lock could not be acquired within its wait time (a ``synchronized`` function given a
+    ``wait_time``; ``try_lock`` answers ``False`` instead)."""
 
 
 class PermitNotHeldError(SyncPrimsError, ValueError):

@@ -27,6 +27,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from syncprims import _observe
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
 from syncprims._core.waiting import acquire_loop
@@ -40,6 +41,7 @@ from syncprims._protocol.contracts import (
     Wakeable,
 )
 from syncprims._protocol.ids import new_request_id, owner_field
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.names import lock_channel, unlock_latch_key
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
@@ -84,10 +86,11 @@ class LockCore(ExpirableCore):
         # owner field -> lease (ms) of that owner's last acquire, re-armed by a partial unlock
         self._leases: dict[str, int] = {}
         # Lock-loss notification (see the module docstring).
-        self.on_lost: Callable[[str, str], None] | None = None
-        self._lost: dict[str, str] = {}  # owner field -> why its hold was lost
+        self.on_lost: Callable[[str, LossReason], None] | None = None
+        self._lost: dict[str, LossReason] = {}  # owner field -> why its hold was lost
+        self._held_since: dict[str, float] = {}  # owner field -> first hold (monotonic s)
         self._expires: dict[str, float] = {}  # owner field -> when its explicit lease ends
-        self._listeners: dict[str, list[Callable[[str], None]]] = {}
+        self._listeners: dict[str, list[Callable[[LossReason], None]]] = {}
 
     def field(self, owner: int) -> str:
         """The hash field that names ``owner`` of this client."""
@@ -206,6 +209,7 @@ class LockCore(ExpirableCore):
         """
         start = self._ex.monotonic() if since is None else since
         self._leases[field] = lease
+        self._held_since.setdefault(field, start)
         self._lost.pop(field, None)
         if watchdog:
             self._expires.pop(field, None)
@@ -217,19 +221,21 @@ class LockCore(ExpirableCore):
 
     # -- lock-loss notification ---------------------------------------------------------------
 
-    def _watchdog_lost(self, name: str, field: str, reason: str) -> None:
+    def _watchdog_lost(self, name: str, field: str, reason: LossReason) -> None:
         """Called by the watchdog (services thread) when ``field``'s hold is gone."""
         self._lost[field] = reason
+        self._held_since.pop(field, None)
+        _observe.lost(self.kind, reason)
         for listener in list(self._listeners.get(field, ())):
             listener(reason)
         if self.on_lost is not None:
             self.on_lost(name, reason)
 
-    def add_loss_listener(self, owner: int, listener: Callable[[str], None]) -> None:
+    def add_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
         """Call ``listener(reason)`` (on the services thread) if ``owner``'s hold is lost."""
         self._listeners.setdefault(self.field(owner), []).append(listener)
 
-    def remove_loss_listener(self, owner: int, listener: Callable[[str], None]) -> None:
+    def remove_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
         """Undo :meth:`add_loss_listener`."""
         listeners = self._listeners.get(self.field(owner), [])
         if listener in listeners:
@@ -241,7 +247,7 @@ class LockCore(ExpirableCore):
         """When ``owner``'s explicit lease ends (monotonic seconds); ``None`` for the watchdog."""
         return self._expires.get(self.field(owner))
 
-    def lost_reason(self, owner: int) -> str | None:
+    def lost_reason(self, owner: int) -> LossReason | None:
         """Why ``owner``'s hold is known to be lost, or ``None`` (no Redis call is made)."""
         field = self.field(owner)
         reason = self._lost.get(field)
@@ -250,10 +256,10 @@ class LockCore(ExpirableCore):
         now = self._ex.monotonic()
         end = self._expires.get(field)
         if end is not None and now >= end:
-            return "its lease ran out"
+            return LossReason.LEASE_EXPIRED
         renewed_until = self._ex.watchdog.lease_end(self.name, field)
         if renewed_until is not None and now >= renewed_until:
-            return "it could not be renewed before its lease ran out"
+            return LossReason.RENEWAL_FAILED
         return None
 
     async def ensure_held(self, owner: int) -> None:
@@ -292,15 +298,29 @@ class LockCore(ExpirableCore):
         wait = wait_seconds(wait_time)
         lease, watchdog = self._lease(lease_time)
         field = self.field(owner)
-        return await acquire_loop(
-            self._ex,
-            lambda: self.attempt(field, lease, watchdog, wait),
-            channel=self.wait_channel(field),
-            policy=lock_policy,
-            wait=wait,
-            on_give_up=self.give_up(field, wait),
-            route=self.name,
-        )
+        probe = _observe.AcquireProbe(self.kind, self.name, wait)
+
+        async def attempt() -> int | None:
+            ttl = await self.attempt(field, lease, watchdog, wait)
+            if ttl is not None:
+                probe.busy(ttl)
+            return ttl
+
+        try:
+            acquired = await acquire_loop(
+                self._ex,
+                attempt,
+                channel=self.wait_channel(field),
+                policy=lock_policy,
+                wait=wait,
+                on_give_up=self.give_up(field, wait),
+                route=self.name,
+            )
+        except BaseException:
+            probe.finish("error")
+            raise
+        probe.finish("acquired" if acquired else "timeout")
+        return acquired
 
     async def lock(self, owner: int, lease_time: object) -> None:
         """Acquire, waiting as long as it takes. Raises as :meth:`try_lock`."""
@@ -352,6 +372,7 @@ class LockCore(ExpirableCore):
         self._ex.janitor.discard(latch)
         if reply != 0:
             self._leases.pop(field, None)
+        self._note_release(field, reply)
 
     # -- release ------------------------------------------------------------------------------
 
@@ -366,7 +387,13 @@ class LockCore(ExpirableCore):
         ex.janitor.discard(latch)
         if reply != 0:  # released, or not held: forget this owner's lease
             self._leases.pop(field, None)
+        self._note_release(field, reply)
         return reply
+
+    def _note_release(self, field: str, reply: Any) -> None:
+        """Log (and measure) a release reply: 1 released, 0 still held, else not held."""
+        since = None if reply == 0 else self._held_since.pop(field, None)
+        _observe.released(self.kind, self.name, reply, since)
 
     async def unlock(self, owner: int) -> None:
         """Release one hold of ``owner``.

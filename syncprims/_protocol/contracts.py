@@ -1,15 +1,15 @@
 """The shapes the layers agree on, in one neutral module.
 
 Pure: typing only, no I/O. The core algorithms (``syncprims._core``) are written against
-:class:`Executor`; the transport (``syncprims._transport``) and the services
+``Executor``; the transport (``syncprims._transport``) and the services
 (``syncprims._services``) implement parts of it and depend on these small protocols, never
 on each other's modules; the executors (``syncprims._runtime``) put them together.
 
-* :class:`ScriptCall` is a script call: the script, its ``KEYS`` and its ``ARGV``. A fan-out
-  call (:class:`Call`) is a script call on a given executor.
-* :class:`Wakeable` is what a wake-up rule (:data:`WakePolicy`) may do to the local waiters of
+* ``ScriptCall`` is a script call: the script, its ``KEYS`` and its ``ARGV``. A fan-out
+  call (``Call``) is a script call on a given executor.
+* ``Wakeable`` is what a wake-up rule (``WakePolicy``) may do to the local waiters of
   one channel; each primitive's rule lives beside its algorithm.
-* :class:`RenewalKind` says how one kind of hold is renewed by the watchdog.
+* ``RenewalKind`` says how one kind of hold is renewed by the watchdog.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.scripts import Script
 
 if TYPE_CHECKING:
@@ -47,10 +48,13 @@ Arg = str | int | bytes
 Orphan = Callable[[Any], Awaitable[None]]
 """Awaited with the late reply of a call whose caller gave up (an abandoned acquire)."""
 
-LostCallback = Callable[[str, str], None]
-"""``on_lost(name, reason)``: a lock's hold was lost (the public callback of ``get_lock``)."""
+LostCallback = Callable[[str, LossReason], None]
+"""``on_lost(name, reason)``: a lock's hold was lost (the public callback of ``get_lock``).
 
-HoldLostCallback = Callable[[str, str, str], None]
+``reason`` is a [LossReason][syncprims.LossReason], a ``str`` enum: a callback written as
+``(name: str, reason: str) -> None`` fits too."""
+
+HoldLostCallback = Callable[[str, str, LossReason], None]
 """``callback(name, owner_field, reason)``: the watchdog found a hold lost."""
 
 
@@ -71,7 +75,7 @@ class ScriptCall:
 
 @attrs.frozen
 class Call:
-    """A script call of a fan-out (:meth:`Executor.eval_many`), on its own executor.
+    """A script call of a fan-out (``Executor.eval_many``), on its own executor.
 
     Attributes:
         executor: the client that runs it.
@@ -167,7 +171,7 @@ class RenewalRegistry(Protocol):
         """Keep ``name`` alive while ``field`` holds it (once per watchdog acquire)."""
 
     def cancel(self, name: str, field: str) -> None:
-        """Undo one :meth:`register`."""
+        """Undo one ``register``."""
 
     def cancel_all(self, name: str) -> None:
         """Stop renewing ``name`` for every owner."""
@@ -268,7 +272,7 @@ class Executor(Protocol):
         self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
     ) -> Any:
         """Run one plain command once on the node of ``route`` (a key); ``timeout``: seconds
-        for its reply instead of the usual (blocking commands). Raises as :meth:`eval`."""
+        for its reply instead of the usual (blocking commands). Raises as ``eval``."""
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         """Run several scripts at once, each on its own executor (all of this face's type).
@@ -287,10 +291,10 @@ class Executor(Protocol):
         self, channel: str, policy: WakePolicy, route: str | None = None
     ) -> Subscription:
         """Take a reference on a channel subscription (``route``: the key of the object the
-        channel belongs to). Wait with :meth:`wait_ready` before relying on its messages."""
+        channel belongs to). Wait with ``wait_ready`` before relying on its messages."""
 
     def unsubscribe(self, sub: Subscription) -> None:
-        """Drop a reference taken by :meth:`subscribe` (never blocks)."""
+        """Drop a reference taken by ``subscribe`` (never blocks)."""
 
     async def wait_ready(self, sub: Subscription, timeout: float) -> bool:
         """Wait until Redis confirmed the subscription; ``False`` after ``timeout`` seconds.

@@ -1,7 +1,7 @@
 """Durations, deadlines and back-off arithmetic.
 
 Pure: no I/O, no clock reads except where a function says so. Durations given by users are
-seconds as ``int``/``float`` or a :class:`datetime.timedelta`; Redis wants integer
+seconds as ``int``/``float`` or a ``datetime.timedelta``; Redis wants integer
 milliseconds.
 """
 
@@ -32,7 +32,7 @@ form from 1e14 ms on; a cap far below that keeps every script's arithmetic exact
 
 Duration: TypeAlias = float | timedelta
 """A duration: seconds (``float``, or ``int``, which type checkers accept as ``float``) or a
-:class:`datetime.timedelta`."""
+``datetime.timedelta``."""
 
 
 def check_duration_type(value: object, what: str) -> None:
@@ -90,8 +90,8 @@ def lease_ms(value: object, what: str = "lease_time") -> int:
         Milliseconds, rounded up so that a tiny positive lease never becomes 0.
 
     Raises:
-        TypeError, ValueError: as :func:`to_seconds`; also for an infinite lease (use
-            ``None`` and the watchdog instead) and one above :data:`MAX_LEASE_SECONDS`.
+        TypeError, ValueError: as ``to_seconds``; also for an infinite lease (use
+            ``None`` and the watchdog instead) and one above ``MAX_LEASE_SECONDS``.
     """
     seconds = to_seconds(value, what, allow_zero=False)
     if math.isinf(seconds):
@@ -107,7 +107,7 @@ def wait_seconds(value: object, what: str = "wait_time") -> float:
     """Validate a wait time: ``None`` means "do not wait" (0.0), ``math.inf`` means forever.
 
     Raises:
-        TypeError, ValueError: as :func:`to_seconds`.
+        TypeError, ValueError: as ``to_seconds``.
     """
     if value is None:
         return 0.0

@@ -29,8 +29,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from syncprims import _observe
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import HoldLostCallback, RenewalKind
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import drift
 from syncprims._protocol.wheel import TimingWheel
 from syncprims._services.loop import Scheduler
@@ -223,15 +225,16 @@ class Watchdog:
         finally:
             guard.cancel()
         results = reply if isinstance(reply, list) else []
+        renewed = 0
         for renewal, result in zip(batch, results, strict=False):
             if result == 1:
                 renewal.renewed = started
-                self.renewed += 1
+                renewed += 1
                 self._wheel.add(renewal, started + self._period)
             else:
-                self._lose(
-                    renewal, "its owner no longer holds it (expired, force-unlocked or deleted)"
-                )
+                self._lose(renewal, LossReason.NOT_HELD)
+        self.renewed += renewed
+        _observe.renewed(kind.name, renewed, time.monotonic() - started)
 
     def _renew_failed(self, batch: list[_Renewal], error: Exception) -> None:
         now = time.monotonic()
@@ -246,7 +249,7 @@ class Watchdog:
         for renewal in batch:
             left = renewal.renewed + self._valid - now
             if left <= 0:
-                self._lose(renewal, f"it could not be renewed before its lease ran out ({error})")
+                self._lose(renewal, LossReason.RENEWAL_FAILED, f" ({error})")
             else:
                 self._wheel.add(renewal, now + min(self._retry_delay, left / 2))
 
@@ -254,18 +257,17 @@ class Watchdog:
         now = time.monotonic()
         for renewal in batch:
             if now >= renewal.renewed + self._valid:
-                self._lose(
-                    renewal,
-                    "it could not be renewed before its lease ran out (no reply from Redis)",
-                )
+                self._lose(renewal, LossReason.RENEWAL_FAILED, " (no reply from Redis)")
 
-    def _lose(self, renewal: _Renewal, reason: str) -> None:
+    def _lose(self, renewal: _Renewal, reason: LossReason, detail: str = "") -> None:
         with self._mutex:
             if not self._active(renewal):
                 return  # unlocked meanwhile: nothing was lost
             del self._renewals[(renewal.name, renewal.field)]
         self.lost += 1
-        log.warning("lock %r held by %s was lost: %s", renewal.name, renewal.field, reason)
+        log.warning(
+            "lock %r held by %s was lost: %s%s", renewal.name, renewal.field, reason, detail
+        )
         for callback in renewal.on_lost:
             try:
                 callback(renewal.name, renewal.field, reason)

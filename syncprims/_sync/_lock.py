@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -13,6 +14,7 @@ from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import P, T, locked
 from syncprims._sync._objects import RExpirable
 
 __all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
@@ -32,8 +34,8 @@ class RLock(RExpirable):
     the lock frees itself within that timeout. With ``lease_time`` the lock expires after it,
     held or not: use a lease longer than the critical section can take.
 
-    Example::
-
+    Example:
+        ```python
         lock = client.get_lock("orders:42")
         with lock:
             ...                               # one owner at a time
@@ -42,6 +44,10 @@ class RLock(RExpirable):
                 ...
             finally:
                 lock.unlock()
+
+        @lock                                 # a decorator: held during each call
+        def rebuild_cache() -> None: ...
+        ```
 
     Algorithm: Redisson ``RedissonLock`` (hash + ``HINCRBY`` + ``PEXPIRE`` in one script;
     unlock publishes on ``redisson_lock__channel:{name}``).
@@ -55,7 +61,8 @@ class RLock(RExpirable):
 
         Args:
             lease_time: seconds (> 0) or ``timedelta`` after which the lock expires by itself;
-                ``None`` (default) to have the watchdog renew it until :meth:`unlock`.
+                ``None`` (default) to have the watchdog renew it until
+                [`unlock`][syncprims.RLock.unlock].
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
@@ -71,7 +78,7 @@ class RLock(RExpirable):
         Args:
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
-            lease_time: as in :meth:`lock`.
+            lease_time: as in [`lock`][syncprims.RLock.lock].
 
         Returns:
             ``True`` if the lock is now held by the current thread.
@@ -145,7 +152,8 @@ class RLock(RExpirable):
 
         True after the watchdog found the lock gone or could not renew it before its lease
         ran out, or once an explicit ``lease_time`` has passed; False again after the next
-        acquire or unlock. Use :meth:`ensure_held` to check with Redis.
+        acquire or unlock. Use [`ensure_held`][syncprims.RLock.ensure_held] to check with
+        Redis.
         """
         return self._core.lost_reason(_owner()) is not None
 
@@ -178,7 +186,7 @@ class RLock(RExpirable):
         return _run(self._core.acquire(_owner(), blocking, timeout))
 
     def release(self) -> None:
-        """``threading.Lock``-style release: the same as :meth:`unlock`.
+        """``threading.Lock``-style release: the same as [`unlock`][syncprims.RLock.unlock].
 
         Raises:
             LockNotHeldError: the current thread does not hold the lock.
@@ -187,8 +195,17 @@ class RLock(RExpirable):
         _run(self._core.unlock(_owner()))
 
     def locked(self) -> bool:
-        """``threading.Lock``-style: the same as :meth:`is_locked`."""
+        """``threading.Lock``-style: the same as
+        [`is_locked`][syncprims.RLock.is_locked]."""
         return _run(self._core.is_locked())
+
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     def __enter__(self) -> Self:
         _run(self._core.lock(_owner(), None))
@@ -206,16 +223,16 @@ class RLock(RExpirable):
 class FairLock(RLock):
     """A reentrant lock that waiters get in the order they asked for it (FIFO).
 
-    Choose it over :class:`RLock` when starvation matters: under contention an ``RLock`` goes
-    to whoever asks first after a release (often the releaser itself), a ``FairLock`` to the
-    waiter that has waited longest. It costs more: a queue and a deadline set in Redis, one
+    Choose it over [`RLock`][syncprims.RLock] when starvation matters: under contention an
+    ``RLock`` goes to whoever asks first after a release (often the releaser itself), a ``FairLock``
+    to the waiter that has waited longest. It costs more: a queue and a deadline set in Redis, one
     channel per waiter, and a dead waiter (a process killed while queued) holds the queue up
     for at most its slot: its wait time, or ``Config.fair_lock_wait_timeout`` (300 s) when it
     waits without a limit. Lower that setting if waiters may die.
 
-    Same methods as :class:`RLock`. Decisions: ``unlock()`` of a lock that no longer exists
-    raises ``LockNotHeldError`` (Redisson returns success) but still wakes the next waiter;
-    a waiter that times out or is cancelled leaves the queue; ``delete()`` removes the lock,
+    Same methods as [`RLock`][syncprims.RLock]. Decisions: ``unlock()`` of a lock that no
+    longer exists raises ``LockNotHeldError`` (Redisson returns success) but still wakes the next
+    waiter; a waiter that times out or is cancelled leaves the queue; ``delete()`` removes the lock,
     its queue and its deadlines without waking anyone.
 
     Algorithm: Redisson ``RedissonFairLock`` (list ``redisson_lock_queue:{name}``, zset
@@ -226,21 +243,23 @@ class FairLock(RLock):
 
 
 class ReadLock(RLock):
-    """The read side of a :class:`ReadWriteLock`: shared by any number of readers.
+    """The read side of a [`ReadWriteLock`][syncprims.ReadWriteLock]: shared by any number
+    of readers.
 
-    Same methods as :class:`RLock`. ``is_locked()`` is true while any reader holds it (also
-    a writer that took read holds). Read holds taken without ``lease_time`` are renewed by
-    the watchdog for this client's readers only, so readers of a crashed process expire.
+    Same methods as [`RLock`][syncprims.RLock]. ``is_locked()`` is true while any reader
+    holds it (also a writer that took read holds). Read holds taken without ``lease_time`` are
+    renewed by the watchdog for this client's readers only, so readers of a crashed process expire.
     """
 
     __slots__ = ()
 
 
 class WriteLock(RLock):
-    """The write side of a :class:`ReadWriteLock`: excludes readers and other writers.
+    """The write side of a [`ReadWriteLock`][syncprims.ReadWriteLock]: excludes readers and
+    other writers.
 
-    Same methods as :class:`RLock`. Its owner may also take the read side (then releasing
-    the write side downgrades to a read lock). An owner holding only read locks cannot
+    Same methods as [`RLock`][syncprims.RLock]. Its owner may also take the read side (then
+    releasing the write side downgrades to a read lock). An owner holding only read locks cannot
     upgrade: its write request waits like any other writer, so use ``try_lock`` with a wait
     time there (``lock()`` would wait for its own read holds to go away).
     """
@@ -253,16 +272,18 @@ class ReadWriteLock(RExpirable):
 
     Choose it when reads dominate and may run together, while writes must run alone. It is
     Redisson's ``RReadWriteLock`` (same hash, fields, lease keys and channel). The object
-    itself is an expirable handle on the shared hash; take the sides with :meth:`read_lock`
-    and :meth:`write_lock`.
+    itself is an expirable handle on the shared hash; take the sides with
+    [`read_lock`][syncprims.ReadWriteLock.read_lock] and
+    [`write_lock`][syncprims.ReadWriteLock.write_lock].
 
-    Example::
-
+    Example:
+        ```python
         rw = client.get_read_write_lock("catalog")
         with rw.read_lock():
             ...                       # with other readers
         with rw.write_lock():
             ...                       # alone
+        ```
 
     There is no writer preference (as in Redisson): a writer waits for a moment without
     readers, so a constant stream of overlapping readers can delay it.
@@ -293,8 +314,10 @@ class FencedLock(RLock):
     writes. Tokens strictly increase across all acquisitions of the lock; give the token to
     the storage and have it refuse writes with a token lower than the highest it has seen.
 
-    Same methods as :class:`RLock` (every acquisition increments the token), plus
-    :meth:`lock_and_get_token`, :meth:`try_lock_and_get_token` and :meth:`get_token`.
+    Same methods as [`RLock`][syncprims.RLock] (every acquisition increments the token),
+    plus [`lock_and_get_token`][syncprims.FencedLock.lock_and_get_token],
+    [`try_lock_and_get_token`][syncprims.FencedLock.try_lock_and_get_token] and
+    [`get_token`][syncprims.FencedLock.get_token].
 
     Algorithm: Redisson ``RedissonFencedLock`` (counter ``redisson_lock_token:{name}``); see
     also Kleppmann, "How to do distributed locking" (2016).
@@ -307,7 +330,7 @@ class FencedLock(RLock):
         """Acquire, waiting as long as it takes, and return this acquisition's token.
 
         Args:
-            lease_time: as in :meth:`RLock.lock` (honoured, unlike Redisson's).
+            lease_time: as in [`lock`][syncprims.RLock.lock] (honoured, unlike Redisson's).
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -11,6 +12,7 @@ from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import P, T, locked
 from syncprims._sync._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
@@ -26,11 +28,12 @@ class MultiLock:
     server, not the sum; a failed attempt releases what it took, then tries again after a
     short jittered back-off (or a release message) while the wait time lasts.
 
-    Example::
-
+    Example:
+        ```python
         both = syncprims.MultiLock(client.get_lock("a"), client.get_lock("b"))
         with both:
             ...
+        ```
 
     Algorithm: Redisson ``RedissonMultiLock``, with parallel attempts.
     """
@@ -67,7 +70,8 @@ class MultiLock:
 
         Args:
             lease_time: seconds or ``timedelta`` after which each sub-lock expires by itself;
-                ``None`` to have each sub-lock's watchdog renew it until :meth:`unlock`.
+                ``None`` to have each sub-lock's watchdog renew it until
+                [`unlock`][syncprims.MultiLock.unlock].
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
@@ -82,7 +86,7 @@ class MultiLock:
         Args:
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
-            lease_time: as in :meth:`lock`.
+            lease_time: as in [`lock`][syncprims.MultiLock.lock].
 
         Returns:
             ``True`` if held now.
@@ -133,12 +137,22 @@ class MultiLock:
         return _run(self._core.acquire(_owner(), blocking, timeout))
 
     def release(self) -> None:
-        """``threading.Lock``-style release: the same as :meth:`unlock`."""
+        """``threading.Lock``-style release: the same as
+        [`unlock`][syncprims.MultiLock.unlock]."""
         _run(self._core.unlock(_owner()))
 
     def locked(self) -> bool:
-        """``threading.Lock``-style: the same as :meth:`is_locked`."""
+        """``threading.Lock``-style: the same as
+        [`is_locked`][syncprims.MultiLock.is_locked]."""
         return _run(self._core.is_locked())
+
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     def __enter__(self) -> Self:
         _run(self._core.lock(_owner(), None))
@@ -160,10 +174,10 @@ class RedLock(MultiLock):
     single master's replication. Give each sub-lock its own client on its own master (see
     ``connect_many``). A failed master costs its client's per-node timeout, not the wait.
 
-    With ``lease_time``, :meth:`validity_time` tells how long the lock is known to be valid
-    (distlock: lease - elapsed - drift); an attempt with no validity left counts as failed.
-    ``unlock()`` releases every sub-lock in parallel and ignores a minority of failures; it
-    raises when fewer than a majority could be released.
+    With ``lease_time``, [`validity_time`][syncprims.MultiLock.validity_time] tells how long
+    the lock is known to be valid (distlock: lease - elapsed - drift); an attempt with no validity
+    left counts as failed. ``unlock()`` releases every sub-lock in parallel and ignores a minority
+    of failures; it raises when fewer than a majority could be released.
 
     Safety caveats (the Redis distlock page): a master restarted *without persistence* may
     forget a lock it granted and grant it again; clock jumps on the masters shorten leases;

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -11,6 +12,7 @@ from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import P, T, locked
 from syncprims._sync._objects import RExpirable, RObject
 
 __all__ = ["CountDownLatch", "PermitExpirableSemaphore", "Semaphore"]
@@ -21,15 +23,18 @@ class Semaphore(RExpirable):
 
     Use it to limit concurrency (calls to a rate-limited API, heavy jobs per cluster). Permits
     belong to nobody: any caller may release, and a holder that dies keeps its permits (use a
-    :class:`PermitExpirableSemaphore` when holders may die). Set the number of permits once
-    with :meth:`try_set_permits` (a semaphore that does not exist has 0).
+    [`PermitExpirableSemaphore`][syncprims.PermitExpirableSemaphore] when holders may die).
+    Set the number of permits once with
+    [`try_set_permits`][syncprims.Semaphore.try_set_permits] (a semaphore that does not
+    exist has 0).
 
-    Example::
-
+    Example:
+        ```python
         sem = client.get_semaphore("exports")
         sem.try_set_permits(3)
         with sem:              # one permit
             ...
+        ```
 
     Algorithm: Redisson ``RedissonSemaphore`` (a counter at the name; the new count is
     published on ``redisson_sc:{name}``).
@@ -118,6 +123,14 @@ class Semaphore(RExpirable):
         """
         _run(self._core.release(permits))
 
+    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
+
     def __enter__(self) -> Self:
         _run(self._core.acquire(1, True, -1))
         return self
@@ -137,8 +150,8 @@ class PermitExpirableSemaphore(RExpirable):
     Use it when holders may die (a killed worker's permit returns by itself). Each acquire
     returns a permit id (32 hex characters) to release later; releasing an unknown id raises.
 
-    Example::
-
+    Example:
+        ```python
         sem = client.get_permit_expirable_semaphore("gpu-slots")
         sem.try_set_permits(4)
         permit = sem.acquire(lease_time=60)
@@ -146,6 +159,7 @@ class PermitExpirableSemaphore(RExpirable):
             ...
         finally:
             sem.release(permit)
+        ```
 
     Algorithm: Redisson ``RedissonPermitExpirableSemaphore`` (ids as 16 raw bytes in the
     sorted set ``{name}:timeout``, scored by lease expiry; expired leases are reclaimed by
@@ -184,7 +198,7 @@ class PermitExpirableSemaphore(RExpirable):
 
         Args:
             wait_time: ``None`` or 0 for one attempt; ``math.inf`` to wait forever.
-            lease_time: as in :meth:`acquire`.
+            lease_time: as in [`acquire`][syncprims.PermitExpirableSemaphore.acquire].
 
         Returns:
             The permit id, or ``None``.
@@ -240,16 +254,18 @@ class CountDownLatch(RObject):
     """A latch that opens when N events have happened (counted down by any process).
 
     Use it to wait for a set of workers to finish, or for a fleet to be ready. The count is
-    set once with :meth:`try_set_count`; :meth:`count_down` decrements it; at 0 the latch opens
+    set once with [`try_set_count`][syncprims.CountDownLatch.try_set_count];
+    [`count_down`][syncprims.CountDownLatch.count_down] decrements it; at 0 the latch opens
     and every waiter is released.
 
-    Example::
-
+    Example:
+        ```python
         latch = client.get_count_down_latch("batch:7")
         latch.try_set_count(3)
         ...                                   # three workers call count_down()
         if latch.wait(timeout=60):
             ...
+        ```
 
     ``wait()`` is Redisson's ``await()`` (a Python keyword; ``latch.wait()`` reads like
     ``asyncio.Event``); ``await_`` is an alias. Algorithm: Redisson ``RedissonCountDownLatch``.
@@ -295,7 +311,7 @@ class CountDownLatch(RObject):
         return _run(self._core.wait(timeout))
 
     def await_(self, timeout: Duration | None = None) -> bool:
-        """Redisson's name for :meth:`wait`."""
+        """Redisson's name for [`wait`][syncprims.CountDownLatch.wait]."""
         return _run(self._core.wait(timeout))
 
     def delete(self) -> bool:

@@ -1,6 +1,6 @@
 """What a client is built on: a redis-py object the caller passes in, or one made from a URL.
 
-:func:`sync_source` / :func:`async_source` accept the objects an application already has
+``sync_source`` / ``async_source`` accept the objects an application already has
 (``redis.Redis`` incl. ``fakeredis.FakeRedis`` and a Sentinel ``master_for`` client, a
 ``ConnectionPool`` of any kind, a ``RedisCluster``; or their ``redis.asyncio`` twins) and
 return the pool (or cluster) syncprims takes its connections from. Nothing about the
@@ -9,7 +9,7 @@ syncprims then: those are the caller's settings, and the caller keeps ownership 
 syncprims client down leaves the redis-py object open).
 
 A URL makes a redis-py client that syncprims owns (and closes at shutdown), with
-:func:`redis_from_url`: ``redis://``, ``rediss://`` and ``unix://`` as redis-py reads them
+``redis_from_url``: ``redis://``, ``rediss://`` and ``unix://`` as redis-py reads them
 (query parameters included, e.g. ``?ssl_ca_certs=/ca.pem&client_name=app``), plus two
 multi-host forms: ``redis+cluster://[user:password@]host:port,host:port[?...]`` (a
 ``RedisCluster`` seeded by those nodes) and
@@ -121,7 +121,7 @@ def _pool_address(pool: Any) -> str:
 
 
 def _connect_bound(kwargs: dict[str, Any]) -> float | None:
-    """How long opening a connection can take with these settings (see :class:`Source`).
+    """How long opening a connection can take with these settings (see ``Source``).
 
     redis-py retries the socket connection (and a TLS handshake) with the client's ``Retry``;
     the credentials exchange after it is not retried.
@@ -171,7 +171,7 @@ def _cluster_source(cluster: Any, kwargs: dict[str, Any], owned: Any) -> Source:
 def sync_source(
     source: object, *, timeout: float | None = None, connect_timeout: float | None = None
 ) -> Source:
-    """The pool or cluster to use for ``source`` (the argument of :func:`syncprims.connect`).
+    """The pool or cluster to use for ``source`` (the argument of ``syncprims.connect``).
 
     Args:
         source: a URL or a blocking redis-py object (see the module docstring).
@@ -212,7 +212,7 @@ async def async_source(
     source: object, *, timeout: float | None = None, connect_timeout: float | None = None
 ) -> Source:
     """The pool or cluster to use for ``source`` (the argument of
-    :func:`syncprims.asyncio.connect`).
+    ``syncprims.asyncio.connect``).
 
     A ``redis.asyncio.RedisCluster`` that has not loaded its slot map yet is initialized here.
 
@@ -389,7 +389,7 @@ def redis_from_url(
 def async_redis_from_url(
     url: str, *, timeout: float | None = None, connect_timeout: float | None = None
 ) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
-    """The ``redis.asyncio`` twin of :func:`redis_from_url` (same URL forms and defaults, but
+    """The ``redis.asyncio`` twin of ``redis_from_url`` (same URL forms and defaults, but
     no ``socket_timeout``: with one, redis-py runs every write through ``asyncio.wait_for``,
     so syncprims bounds each whole call itself instead, by its ``timeout`` option)."""
     scheme = _check_scheme(url)

@@ -1,20 +1,23 @@
 """The asyncio face of syncprims: the same classes and names, as coroutines.
 
-Ownership is per asyncio *task*: two tasks on one thread exclude each other. ::
+Ownership is per asyncio *task*: two tasks on one thread exclude each other.
 
-    import redis.asyncio
-    import syncprims.asyncio
+```python
+import redis.asyncio
+import syncprims.asyncio
 
-    r = redis.asyncio.Redis(host="localhost")            # the client your application has
-    async with await syncprims.asyncio.connect(r) as client:
-        async with client.get_lock("orders:42"):
-            ...
+r = redis.asyncio.Redis(host="localhost")            # the client your application has
+async with await syncprims.asyncio.connect(r) as client:
+    async with client.get_lock("orders:42"):
+        ...
+```
 
 A client belongs to the event loop it was created on (as redis-py's asyncio clients do); its
 pub/sub reader and watchdog run on that loop, through the pool it was given.
 """
 
 from syncprims import errors
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
 from syncprims._transport.sources import async_redis_from_url as redis_from_url
 from syncprims.asyncio._client import (
@@ -36,6 +39,7 @@ from syncprims.errors import (
     LockError,
     LockLostError,
     LockNotHeldError,
+    LockTimeoutError,
     PermitNotHeldError,
     RedisConnectionError,
     RedisTimeoutError,
@@ -58,6 +62,8 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LockTimeoutError",
+    "LossReason",
     "LostCallback",
     "MasterSet",
     "MultiLock",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, Self, Unpack
+from typing import Any, Literal, Self, Unpack
 
 import redis.asyncio
 
@@ -17,20 +19,44 @@ from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.contracts import LostCallback
+from syncprims._protocol.templates import lock_namer, require_coroutine_function
+from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.aio import AsyncExecutor as _Executor
 from syncprims._runtime.aio import open_executor as _open
+from syncprims.asyncio._decorate import P, T
 from syncprims.asyncio._lock import FairLock, FencedLock, ReadWriteLock, RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
 from syncprims.config import Config, ConnectOptions
-from syncprims.errors import TransportError
+from syncprims.errors import LockTimeoutError, TransportError
 
 __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_many"]
 
 log = logging.getLogger("syncprims")
 
 Source = str | redis.asyncio.Redis | redis.asyncio.ConnectionPool | redis.asyncio.RedisCluster
-"""A URL, or the redis-py client, pool or cluster your application has (:func:`connect`)."""
+"""A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."""
+
+
+LockKind = Literal["lock", "fair", "fenced", "read", "write"]
+"""The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."""
+
+
+@contextlib.asynccontextmanager
+async def _holding(
+    lock: RLock, wait_time: Duration | None, lease_time: Duration | None
+) -> AsyncIterator[None]:
+    """Hold ``lock`` for a block: ``lock()``, or ``try_lock(wait_time)`` raising on time-out."""
+    if wait_time is None:
+        await lock.lock(lease_time)
+    elif not await lock.try_lock(wait_time, lease_time):
+        wait = wait_seconds(wait_time)
+        message = f"{lock._core.kind} {lock.name!r} was not acquired within {wait:g} s"
+        raise LockTimeoutError(message, name=lock.name)
+    try:
+        yield
+    finally:
+        await lock.unlock()
 
 
 def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
@@ -43,10 +69,10 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
-    Made by :func:`connect`. Create one per process (per event loop in the asyncio face) and
-    share it between threads (or tasks): it takes connections from the redis-py pool it was
-    given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut it
-    down when done (``with``/``async with`` does it); locks it still holds then stop being
+    Made by [`connect`][syncprims.asyncio.connect]. Create one per process (per event loop in the
+    asyncio face) and share it between threads (or tasks): it takes connections from the redis-py
+    pool it was given, holds one pub/sub connection and runs the watchdog, all started lazily. Shut
+    it down when done (``with``/``async with`` does it); locks it still holds then stop being
     renewed and expire by their lease. A redis-py client you passed in stays open.
 
     Each client has a random id (a UUID4); a lock's owner is that id plus the thread (sync
@@ -108,7 +134,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock`.
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -122,7 +148,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock` (for both sides).
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock] (for both sides).
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -137,7 +163,7 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
-            on_lost: as in :meth:`get_lock`.
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
@@ -169,7 +195,8 @@ class Client:
         return CountDownLatch(CountDownLatchCore(self._ex, name))
 
     def get_multi_lock(self, *locks: RLock) -> MultiLock:
-        """A :class:`MultiLock` of ``locks`` (lock objects of this face, from any client).
+        """A [`MultiLock`][syncprims.asyncio.MultiLock] of ``locks`` (lock objects of this face,
+        from any client).
 
         Raises:
             TypeError: an argument is not a lock of this face.
@@ -177,13 +204,86 @@ class Client:
         """
         return MultiLock(*locks)
 
+    def synchronized(
+        self,
+        name: str | Callable[..., str],
+        *,
+        kind: LockKind = "lock",
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+    ) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Coroutine[object, object, T]]]:
+        """A decorator that runs each call of a function while holding a lock named per call.
+
+        Example:
+            ```python
+            @client.synchronized("orders:{order_id}")
+            async def ship(order_id: int, carrier: str = "ups") -> None:
+                ...  # one ship() per order at a time, across the fleet
+
+            @client.synchronized(lambda user, **_: f"users:{user.id}", kind="fair")
+            async def rename(user: User, new_name: str) -> None: ...
+            ```
+
+        Args:
+            name: the lock's name for a call: a ``str.format`` template whose fields name the
+                function's parameters (``"orders:{order_id}"``, ``"users:{user.id}"``;
+                defaults apply), or a callable taking the function's arguments and returning
+                the name. A template with no field names one lock for every call.
+            kind: the lock: ``"lock"`` (an [RLock][syncprims.asyncio.RLock], default),
+                ``"fair"``, ``"fenced"``, or the ``"read"`` or ``"write"`` side of a
+                read-write lock.
+            wait_time: the longest wait for the lock, seconds or ``timedelta``; ``None``
+                (default) waits as long as it takes.
+            lease_time: as in [lock][syncprims.asyncio.RLock.lock]; ``None`` (default): the
+                watchdog renews the lock until the call returns.
+
+        Returns:
+            The decorator; the decorated function keeps its signature, and raises
+            [LockTimeoutError][syncprims.errors.LockTimeoutError] (without running) when
+            the lock is not acquired within ``wait_time``.
+
+        Raises:
+            TypeError, ValueError: a bad ``kind``, duration, template (a field that names
+                no parameter) or function (the asyncio face decorates ``async def``
+                functions, the sync face plain ones); at decoration time.
+        """
+        getters: dict[str, Callable[[str], RLock]] = {
+            "lock": self.get_lock,
+            "fair": self.get_fair_lock,
+            "fenced": self.get_fenced_lock,
+            "read": lambda lock_name: self.get_read_write_lock(lock_name).read_lock(),
+            "write": lambda lock_name: self.get_read_write_lock(lock_name).write_lock(),
+        }
+        if kind not in getters:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, getters))}, not {kind!r}")
+        get = getters[kind]
+        if wait_time is not None:
+            wait_seconds(wait_time)
+        if lease_time is not None:
+            lease_ms(lease_time)
+
+        def decorate(
+            func: Callable[P, Awaitable[T]],
+        ) -> Callable[P, Coroutine[object, object, T]]:
+            require_coroutine_function(func)
+            namer = lock_namer(name, func)
+
+            @functools.wraps(func)
+            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                async with _holding(get(namer(args, kwargs)), wait_time, lease_time):
+                    return await func(*args, **kwargs)
+
+            return wrapper
+
+        return decorate
+
     async def shutdown(self) -> None:
         """Stop the services and give every connection back. Idempotent.
 
         Locks still held stop being renewed and expire by their lease; later calls on this
         client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
-        :func:`connect` stays open and usable: its owner closes it. A client made from a URL
-        is closed.
+        [`connect`][syncprims.asyncio.connect] stays open and usable: its owner closes it. A client
+        made from a URL is closed.
         """
         await self._ex.aclose()
 
@@ -202,29 +302,30 @@ class Client:
 async def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) -> Client:
     """Connect to Redis through the redis-py client your application already has, or a URL.
 
-    Example::
-
+    Example:
+        ```python
         r = redis.asyncio.Redis(host="cache", password=secret, client_name="orders")
         client = await syncprims.asyncio.connect(r)          # r's pool, settings and all
+        ```
 
     Args:
         source: a ``redis.asyncio.Redis`` (also ``fakeredis.FakeAsyncRedis`` or a Sentinel
             ``master_for`` client), a ``redis.asyncio.ConnectionPool`` (any kind) or a
             ``redis.asyncio.RedisCluster``, whose connections (and so credentials, TLS,
             database, client name, timeouts, pool size) syncprims uses; it stays yours and
-            stays open after :meth:`Client.shutdown`. Or a URL: ``redis://[[user]:password@]
-            host[:port][/db]``, ``rediss://...`` (TLS), ``unix:///path``, with redis-py's
-            query parameters (``?ssl_ca_certs=...&client_name=...``);
-            ``redis+cluster://host:port,host:port`` (a cluster, from any of its nodes) or
-            ``redis+sentinel://host:port,host:port/master_name`` (a master found through its
-            sentinels). ``None``: the ``REDIS_URL`` environment variable, else
-            ``redis://127.0.0.1:6379``.
-        **options: syncprims' own options (:class:`~syncprims.Config`):
+            stays open after [`shutdown`][syncprims.asyncio.Client.shutdown]. Or a URL:
+            ``redis://[[user]:password@] host[:port][/db]``, ``rediss://...`` (TLS),
+            ``unix:///path``, with redis-py's query parameters
+            (``?ssl_ca_certs=...&client_name=...``); ``redis+cluster://host:port,host:port`` (a
+            cluster, from any of its nodes) or ``redis+sentinel://host:port,host:port/master_name``
+            (a master found through its sentinels). ``None``: the ``REDIS_URL`` environment
+            variable, else ``redis://127.0.0.1:6379``.
+        **options: syncprims' own options ([`Config`][syncprims.Config]):
             ``lock_watchdog_timeout``, ``timeout``, ``retry_attempts``... A misspelt one is
             a type error for mypy and a ``TypeError`` at run time.
 
     Returns:
-        A connected :class:`Client`, bound to the running event loop.
+        A connected [`Client`][syncprims.asyncio.Client], bound to the running event loop.
 
     Raises:
         TypeError: ``source`` is of no accepted type (the message lists them), or an unknown
@@ -242,8 +343,8 @@ async def connect(source: Source | None = None, /, **options: Unpack[ConnectOpti
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 
-    Made by :func:`connect_many`. ``get_red_lock(name)`` locks ``name`` on a majority of the
-    masters; ``get_multi_lock(name)`` on all of them.
+    Made by [`connect_many`][syncprims.asyncio.connect_many]. ``get_red_lock(name)`` locks ``name``
+    on a majority of the masters; ``get_multi_lock(name)`` on all of them.
     """
 
     __slots__ = ("_clients",)
@@ -268,7 +369,8 @@ class MasterSet:
         return self._clients
 
     def get_red_lock(self, name: str) -> RedLock:
-        """A :class:`RedLock` of the lock ``name`` on every master (no Redis call is made).
+        """A [`RedLock`][syncprims.asyncio.RedLock] of the lock ``name`` on every master (no Redis
+        call is made).
 
         Raises:
             TypeError, ValueError: a bad name.
@@ -276,7 +378,8 @@ class MasterSet:
         return RedLock(*(client.get_lock(name) for client in self._clients))
 
     def get_multi_lock(self, name: str) -> MultiLock:
-        """A :class:`MultiLock` of the lock ``name`` on every master (all must be held).
+        """A [`MultiLock`][syncprims.asyncio.MultiLock] of the lock ``name`` on every master (all
+        must be held).
 
         Raises:
             TypeError, ValueError: a bad name.
@@ -312,11 +415,11 @@ async def connect_many(
 
     Args:
         sources: one URL or ``redis.asyncio`` client (or pool) per master (see
-            :func:`connect`).
-        **options: as for :func:`connect`, applied to every client.
+            [`connect`][syncprims.asyncio.connect]).
+        **options: as for [`connect`][syncprims.asyncio.connect], applied to every client.
 
     Returns:
-        A :class:`MasterSet`.
+        A [`MasterSet`][syncprims.asyncio.MasterSet].
 
     Raises:
         ValueError: no source.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Self
 
@@ -13,7 +13,9 @@ from syncprims._core.fenced import FencedLockCore
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import Duration
+from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
@@ -34,8 +36,8 @@ class RLock(RExpirable):
     the lock frees itself within that timeout. With ``lease_time`` the lock expires after it,
     held or not: use a lease longer than the critical section can take.
 
-    Example::
-
+    Example:
+        ```python
         lock = client.get_lock("orders:42")
         async with lock:
             ...                               # one owner at a time
@@ -44,6 +46,10 @@ class RLock(RExpirable):
                 ...
             finally:
                 await lock.unlock()
+
+        @lock                                 # a decorator: held during each call
+        async def rebuild_cache() -> None: ...
+        ```
 
     Algorithm: Redisson ``RedissonLock`` (hash + ``HINCRBY`` + ``PEXPIRE`` in one script;
     unlock publishes on ``redisson_lock__channel:{name}``).
@@ -58,7 +64,8 @@ class RLock(RExpirable):
 
         Args:
             lease_time: seconds (> 0) or ``timedelta`` after which the lock expires by itself;
-                ``None`` (default) to have the watchdog renew it until :meth:`unlock`.
+                ``None`` (default) to have the watchdog renew it until
+                [`unlock`][syncprims.asyncio.RLock.unlock].
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
@@ -74,7 +81,7 @@ class RLock(RExpirable):
         Args:
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
-            lease_time: as in :meth:`lock`.
+            lease_time: as in [`lock`][syncprims.asyncio.RLock.lock].
 
         Returns:
             ``True`` if the lock is now held by the current task.
@@ -105,6 +112,7 @@ class RLock(RExpirable):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
+
         return await self._core.force_unlock()
 
     async def is_locked(self) -> bool:
@@ -113,6 +121,7 @@ class RLock(RExpirable):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
+
         return await self._core.is_locked()
 
     async def is_held_by_current_thread(self) -> bool:
@@ -148,7 +157,8 @@ class RLock(RExpirable):
 
         True after the watchdog found the lock gone or could not renew it before its lease
         ran out, or once an explicit ``lease_time`` has passed; False again after the next
-        acquire or unlock. Use :meth:`ensure_held` to check with Redis.
+        acquire or unlock. Use [`ensure_held`][syncprims.asyncio.RLock.ensure_held] to check with
+        Redis.
         """
         return self._core.lost_reason(_owner()) is not None
 
@@ -167,16 +177,17 @@ class RLock(RExpirable):
     async def hold_or_cancel(self, lease_time: Duration | None = None) -> AsyncIterator[Self]:
         """Hold the lock for a block, and cancel the block if the lock is lost meanwhile.
 
-        Acquires like :meth:`lock`. If the watchdog finds the lock gone, or cannot renew it
-        before its lease runs out, or an explicit ``lease_time`` passes, the task running
-        the block is cancelled and the block ends with ``LockLostError`` (instead of going on
-        unprotected). Otherwise the lock is released when the block ends. Only in the asyncio
+        Acquires like [`lock`][syncprims.asyncio.RLock.lock]. If the watchdog finds the lock gone,
+        or cannot renew it before its lease runs out, or an explicit ``lease_time`` passes, the task
+        running the block is cancelled and the block ends with ``LockLostError`` (instead of going
+        on unprotected). Otherwise the lock is released when the block ends. Only in the asyncio
         face: a thread cannot be cancelled from outside.
 
-        Example::
-
+        Example:
+            ```python
             async with lock.hold_or_cancel():
                 await copy_the_files()    # cancelled if the lock is lost
+            ```
 
         Raises:
             LockLostError: the lock was lost during the block.
@@ -187,14 +198,14 @@ class RLock(RExpirable):
         if task is None:
             raise RuntimeError("hold_or_cancel() must run inside an asyncio task")
         loop = asyncio.get_running_loop()
-        lost: list[str] = []
+        lost: list[LossReason] = []
         active = [True]
 
         def cancel_if_active() -> None:
             if active[0]:
                 task.cancel()
 
-        def on_loss(reason: str) -> None:  # the services thread, or this loop (lease timer)
+        def on_loss(reason: LossReason) -> None:  # the services thread, or this loop (lease timer)
             if not lost:
                 lost.append(reason)
                 loop.call_soon_threadsafe(cancel_if_active)
@@ -204,7 +215,9 @@ class RLock(RExpirable):
         end = self._core.lease_end(owner)
         timer = None
         if end is not None:
-            timer = loop.call_later(max(0.0, end - time.monotonic()), on_loss, "its lease ran out")
+            timer = loop.call_later(
+                max(0.0, end - time.monotonic()), on_loss, LossReason.LEASE_EXPIRED
+            )
         try:
             try:
                 yield self
@@ -238,7 +251,7 @@ class RLock(RExpirable):
         with contextlib.suppress(LockNotHeldError, TransportError):
             await self._core.unlock(owner)
 
-    def _lost_error(self, owner: int, reason: str) -> LockLostError:
+    def _lost_error(self, owner: int, reason: LossReason) -> LockLostError:
         return LockLostError(
             f"{self._core.kind} {self.name!r} was lost while held: {reason}",
             name=self.name,
@@ -263,7 +276,7 @@ class RLock(RExpirable):
         return await self._core.acquire(_owner(), blocking, timeout)
 
     async def release(self) -> None:
-        """``threading.Lock``-style release: the same as :meth:`unlock`.
+        """``threading.Lock``-style release: the same as [`unlock`][syncprims.asyncio.RLock.unlock].
 
         Raises:
             LockNotHeldError: the current task does not hold the lock.
@@ -272,8 +285,19 @@ class RLock(RExpirable):
         await self._core.unlock(_owner())
 
     async def locked(self) -> bool:
-        """``threading.Lock``-style: the same as :meth:`is_locked`."""
+        """``threading.Lock``-style: the same as
+        [`is_locked`][syncprims.asyncio.RLock.is_locked]."""
         return await self._core.is_locked()
+
+    def __call__(
+        self, func: Callable[P, Awaitable[T]]
+    ) -> Callable[P, Coroutine[object, object, T]]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
 
     async def __aenter__(self) -> Self:
         await self._core.lock(_owner(), None)
@@ -291,16 +315,16 @@ class RLock(RExpirable):
 class FairLock(RLock):
     """A reentrant lock that waiters get in the order they asked for it (FIFO).
 
-    Choose it over :class:`RLock` when starvation matters: under contention an ``RLock`` goes
-    to whoever asks first after a release (often the releaser itself), a ``FairLock`` to the
-    waiter that has waited longest. It costs more: a queue and a deadline set in Redis, one
+    Choose it over [`RLock`][syncprims.asyncio.RLock] when starvation matters: under contention an
+    ``RLock`` goes to whoever asks first after a release (often the releaser itself), a ``FairLock``
+    to the waiter that has waited longest. It costs more: a queue and a deadline set in Redis, one
     channel per waiter, and a dead waiter (a process killed while queued) holds the queue up
     for at most its slot: its wait time, or ``Config.fair_lock_wait_timeout`` (300 s) when it
     waits without a limit. Lower that setting if waiters may die.
 
-    Same methods as :class:`RLock`. Decisions: ``unlock()`` of a lock that no longer exists
-    raises ``LockNotHeldError`` (Redisson returns success) but still wakes the next waiter;
-    a waiter that times out or is cancelled leaves the queue; ``delete()`` removes the lock,
+    Same methods as [`RLock`][syncprims.asyncio.RLock]. Decisions: ``unlock()`` of a lock that no
+    longer exists raises ``LockNotHeldError`` (Redisson returns success) but still wakes the next
+    waiter; a waiter that times out or is cancelled leaves the queue; ``delete()`` removes the lock,
     its queue and its deadlines without waking anyone.
 
     Algorithm: Redisson ``RedissonFairLock`` (list ``redisson_lock_queue:{name}``, zset
@@ -311,21 +335,23 @@ class FairLock(RLock):
 
 
 class ReadLock(RLock):
-    """The read side of a :class:`ReadWriteLock`: shared by any number of readers.
+    """The read side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: shared by any number
+    of readers.
 
-    Same methods as :class:`RLock`. ``is_locked()`` is true while any reader holds it (also
-    a writer that took read holds). Read holds taken without ``lease_time`` are renewed by
-    the watchdog for this client's readers only, so readers of a crashed process expire.
+    Same methods as [`RLock`][syncprims.asyncio.RLock]. ``is_locked()`` is true while any reader
+    holds it (also a writer that took read holds). Read holds taken without ``lease_time`` are
+    renewed by the watchdog for this client's readers only, so readers of a crashed process expire.
     """
 
     __slots__ = ()
 
 
 class WriteLock(RLock):
-    """The write side of a :class:`ReadWriteLock`: excludes readers and other writers.
+    """The write side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: excludes readers and
+    other writers.
 
-    Same methods as :class:`RLock`. Its owner may also take the read side (then releasing
-    the write side downgrades to a read lock). An owner holding only read locks cannot
+    Same methods as [`RLock`][syncprims.asyncio.RLock]. Its owner may also take the read side (then
+    releasing the write side downgrades to a read lock). An owner holding only read locks cannot
     upgrade: its write request waits like any other writer, so use ``try_lock`` with a wait
     time there (``lock()`` would wait for its own read holds to go away).
     """
@@ -338,16 +364,18 @@ class ReadWriteLock(RExpirable):
 
     Choose it when reads dominate and may run together, while writes must run alone. It is
     Redisson's ``RReadWriteLock`` (same hash, fields, lease keys and channel). The object
-    itself is an expirable handle on the shared hash; take the sides with :meth:`read_lock`
-    and :meth:`write_lock`.
+    itself is an expirable handle on the shared hash; take the sides with
+    [`read_lock`][syncprims.asyncio.ReadWriteLock.read_lock] and
+    [`write_lock`][syncprims.asyncio.ReadWriteLock.write_lock].
 
-    Example::
-
+    Example:
+        ```python
         rw = client.get_read_write_lock("catalog")
         async with rw.read_lock():
             ...                       # with other readers
         async with rw.write_lock():
             ...                       # alone
+        ```
 
     There is no writer preference (as in Redisson): a writer waits for a moment without
     readers, so a constant stream of overlapping readers can delay it.
@@ -379,8 +407,10 @@ class FencedLock(RLock):
     writes. Tokens strictly increase across all acquisitions of the lock; give the token to
     the storage and have it refuse writes with a token lower than the highest it has seen.
 
-    Same methods as :class:`RLock` (every acquisition increments the token), plus
-    :meth:`lock_and_get_token`, :meth:`try_lock_and_get_token` and :meth:`get_token`.
+    Same methods as [`RLock`][syncprims.asyncio.RLock] (every acquisition increments the token),
+    plus [`lock_and_get_token`][syncprims.asyncio.FencedLock.lock_and_get_token],
+    [`try_lock_and_get_token`][syncprims.asyncio.FencedLock.try_lock_and_get_token] and
+    [`get_token`][syncprims.asyncio.FencedLock.get_token].
 
     Algorithm: Redisson ``RedissonFencedLock`` (counter ``redisson_lock_token:{name}``); see
     also Kleppmann, "How to do distributed locking" (2016).
@@ -394,7 +424,7 @@ class FencedLock(RLock):
         """Acquire, waiting as long as it takes, and return this acquisition's token.
 
         Args:
-            lease_time: as in :meth:`RLock.lock` (honoured, unlike Redisson's).
+            lease_time: as in [`lock`][syncprims.asyncio.RLock.lock] (honoured, unlike Redisson's).
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
@@ -413,4 +443,5 @@ class FencedLock(RLock):
 
     async def get_token(self) -> int:
         """The latest token handed out by this lock (0 before any acquisition)."""
+
         return await self._core.get_token()

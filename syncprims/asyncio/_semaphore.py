@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Self
 
 from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.timing import Duration
+from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable, RObject
 
 __all__ = ["CountDownLatch", "PermitExpirableSemaphore", "Semaphore"]
@@ -18,15 +20,18 @@ class Semaphore(RExpirable):
 
     Use it to limit concurrency (calls to a rate-limited API, heavy jobs per cluster). Permits
     belong to nobody: any caller may release, and a holder that dies keeps its permits (use a
-    :class:`PermitExpirableSemaphore` when holders may die). Set the number of permits once
-    with :meth:`try_set_permits` (a semaphore that does not exist has 0).
+    [`PermitExpirableSemaphore`][syncprims.asyncio.PermitExpirableSemaphore] when holders may die).
+    Set the number of permits once with
+    [`try_set_permits`][syncprims.asyncio.Semaphore.try_set_permits] (a semaphore that does not
+    exist has 0).
 
-    Example::
-
+    Example:
+        ```python
         sem = client.get_semaphore("exports")
         await sem.try_set_permits(3)
         async with sem:              # one permit
             ...
+        ```
 
     Algorithm: Redisson ``RedissonSemaphore`` (a counter at the name; the new count is
     published on ``redisson_sc:{name}``).
@@ -118,6 +123,16 @@ class Semaphore(RExpirable):
         """
         await self._core.release(permits)
 
+    def __call__(
+        self, func: Callable[P, Awaitable[T]]
+    ) -> Callable[P, Coroutine[object, object, T]]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
+
     async def __aenter__(self) -> Self:
         await self._core.acquire(1, True, -1)
         return self
@@ -137,8 +152,8 @@ class PermitExpirableSemaphore(RExpirable):
     Use it when holders may die (a killed worker's permit returns by itself). Each acquire
     returns a permit id (32 hex characters) to release later; releasing an unknown id raises.
 
-    Example::
-
+    Example:
+        ```python
         sem = client.get_permit_expirable_semaphore("gpu-slots")
         await sem.try_set_permits(4)
         permit = await sem.acquire(lease_time=60)
@@ -146,6 +161,7 @@ class PermitExpirableSemaphore(RExpirable):
             ...
         finally:
             await sem.release(permit)
+        ```
 
     Algorithm: Redisson ``RedissonPermitExpirableSemaphore`` (ids as 16 raw bytes in the
     sorted set ``{name}:timeout``, scored by lease expiry; expired leases are reclaimed by
@@ -185,7 +201,7 @@ class PermitExpirableSemaphore(RExpirable):
 
         Args:
             wait_time: ``None`` or 0 for one attempt; ``math.inf`` to wait forever.
-            lease_time: as in :meth:`acquire`.
+            lease_time: as in [`acquire`][syncprims.asyncio.PermitExpirableSemaphore.acquire].
 
         Returns:
             The permit id, or ``None``.
@@ -241,16 +257,18 @@ class CountDownLatch(RObject):
     """A latch that opens when N events have happened (counted down by any process).
 
     Use it to wait for a set of workers to finish, or for a fleet to be ready. The count is
-    set once with :meth:`try_set_count`; :meth:`count_down` decrements it; at 0 the latch opens
+    set once with [`try_set_count`][syncprims.asyncio.CountDownLatch.try_set_count];
+    [`count_down`][syncprims.asyncio.CountDownLatch.count_down] decrements it; at 0 the latch opens
     and every waiter is released.
 
-    Example::
-
+    Example:
+        ```python
         latch = client.get_count_down_latch("batch:7")
         await latch.try_set_count(3)
         ...                                   # three workers call count_down()
         if await latch.wait(timeout=60):
             ...
+        ```
 
     ``wait()`` is Redisson's ``await()`` (a Python keyword; ``await latch.wait()`` reads like
     ``asyncio.Event``); ``await_`` is an alias. Algorithm: Redisson ``RedissonCountDownLatch``.
@@ -297,7 +315,7 @@ class CountDownLatch(RObject):
         return await self._core.wait(timeout)
 
     async def await_(self, timeout: Duration | None = None) -> bool:
-        """Redisson's name for :meth:`wait`."""
+        """Redisson's name for [`wait`][syncprims.asyncio.CountDownLatch.wait]."""
         return await self._core.wait(timeout)
 
     async def delete(self) -> bool:
