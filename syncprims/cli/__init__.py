@@ -32,11 +32,13 @@ def _ratio(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``syncprims`` command."""
+    from syncprims import __version__
     from syncprims.cli.demo import PRIMITIVES
 
     parser = argparse.ArgumentParser(
         prog="syncprims", description="Distributed synchronization primitives on Redis."
     )
+    parser.add_argument("--version", action="version", version=f"syncprims {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo",
