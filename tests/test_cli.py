@@ -145,7 +145,7 @@ def test_bare_command_prints_help() -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("usage: syncprims")
-    for command in ("demo", "bench"):
+    for command in ("demo", "inspect", "unlock", "bench"):
         assert command in result.stderr
 
 

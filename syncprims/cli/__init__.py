@@ -46,10 +46,19 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _url_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        help="Redis URL: redis://, rediss://, unix://, redis+cluster://host:port,... or "
+        "redis+sentinel://host:port,.../master (default: $REDIS_URL)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``syncprims`` command."""
     from syncprims import __version__
     from syncprims.cli.demo import PRIMITIVE_HELP, PRIMITIVES
+    from syncprims.cli.inspection import KINDS, LOCK_KINDS
 
     parser = argparse.ArgumentParser(
         prog="syncprims",
@@ -112,6 +121,61 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--json", metavar="PATH", help="also write the results as JSON (default: do not)"
     )
+    kinds = ", ".join(f"{key} ({text})" for key, text in KINDS.items())
+    inspect = commands.add_parser(
+        "inspect",
+        formatter_class=_FORMATTER,
+        help="show who holds a lock, semaphore or latch, and who waits (read-only)",
+        description=(
+            "Reads what NAME holds in Redis and prints it: its kind (detected from the keys "
+            "Redisson's layout uses), the holders (client id, owner, hold count), the TTL, "
+            "a fair lock's waiters and their deadlines, a read-write lock's mode and "
+            "readers' leases, a fenced lock's token, a semaphore's permits and leases, a "
+            "latch's count, and the subscribers of its channel. Writes nothing."
+        ),
+    )
+    inspect.add_argument("name", metavar="NAME", help="the object's name (its Redis key)")
+    _url_option(inspect)
+    inspect.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        help=f"read NAME as this kind (default: detect it): {kinds}",
+    )
+    inspect.add_argument(
+        "--watch", action="store_true", help="refresh until Ctrl-C (default: print once)"
+    )
+    inspect.add_argument(
+        "--interval", type=_positive_float, default=1.0, help="with --watch: seconds between reads"
+    )
+    inspect.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (with --watch: one object a line) (default: text)",
+    )
+    unlock = commands.add_parser(
+        "unlock",
+        formatter_class=_FORMATTER,
+        help="free a lock whoever holds it (needs --force; asks first)",
+        description=(
+            "Releases the lock NAME whoever holds it and wakes its waiters, with the lock's "
+            "force_unlock: for a lock whose holder is gone and whose lease does not run out "
+            "(a watchdog that is still renewing it belongs to a live holder: stop that "
+            "first). Shows the holders and asks for confirmation unless --yes."
+        ),
+    )
+    unlock.add_argument("name", metavar="NAME", help="the lock's name (its Redis key)")
+    _url_option(unlock)
+    unlock.add_argument(
+        "--force", action="store_true", help="required: you mean it (default: refuse)"
+    )
+    unlock.add_argument(
+        "--yes", action="store_true", help="do not ask for confirmation (default: ask)"
+    )
+    unlock.add_argument(
+        "--kind",
+        choices=list(LOCK_KINDS),
+        help="the lock's kind (default: detect it)",
+    )
     bench = commands.add_parser(
         "bench",
         formatter_class=_FORMATTER,
@@ -154,6 +218,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from syncprims.cli import demo
 
             return demo.main(args)
+        if args.command == "inspect":
+            from syncprims.cli import inspection
+
+            return inspection.main(args)
+        if args.command == "unlock":
+            from syncprims.cli import inspection
+
+            return inspection.unlock_main(args)
         if args.command == "bench":
             from syncprims import bench
 
