@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 import syncprims
-from syncprims._embedded import RedisClusterSet, RedisServer
+from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
 from syncprims.cli import main
 from syncprims.cli.inspection import Snapshot, snapshot
 from tests.harness import raw_redis
@@ -344,3 +344,18 @@ def test_on_a_cluster(redis_cluster: RedisClusterSet, name: str) -> None:
             fair.unlock()
             waiter.join()
             other.get_fair_lock(name).force_unlock()
+
+
+@pytest.mark.sentinel
+def test_on_a_sentinel_master(
+    sentinels: SentinelSet, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with syncprims.connect(sentinels.url) as client:
+        lock = client.get_lock(name)
+        lock.lock()
+        status, out, _ = run_cli(capsys, "inspect", name, "--url", sentinels.url, "--json")
+        assert status == 0
+        assert json.loads(out)["holders"][0]["client_id"] == client.id
+        status, _, _ = run_cli(capsys, "unlock", name, "--url", sentinels.url, "--force", "--yes")
+        assert status == 0
+        assert not lock.is_locked()
