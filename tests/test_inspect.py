@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -36,6 +36,27 @@ def look(url: str, name: str, kind: str | None = None) -> Snapshot:
         return snapshot(r, name, kind)
     finally:
         r.close()
+
+
+def look_until(
+    url: str, name: str, ready: Callable[[Snapshot], bool], what: str, within: float = 5
+) -> Snapshot:
+    """Read ``name`` again until ``ready(snapshot)``; fail saying ``what`` did not happen."""
+    deadline = time.monotonic() + within
+    while not ready(shot := look(url, name)):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+    return shot
+
+
+def queued_and_listening(shot: Snapshot) -> bool:
+    """A fair lock's first waiter is queued and subscribed to its own channel (it queues
+    first, then subscribes)."""
+    if not shot.waiters:
+        return False
+    return (
+        shot.subscribers.get(f"redisson_lock__channel:{{{shot.name}}}:{shot.waiters[0].field}") == 1
+    )
 
 
 def run_cli(
@@ -87,10 +108,8 @@ def test_waiters_are_counted_as_subscribers(
     with syncprims.connect(real_url) as other:
         waiter = threading.Thread(target=other.get_lock(name).try_lock, kwargs={"wait_time": 3})
         waiter.start()
-        deadline = time.monotonic() + 5
-        while look(real_url, name).subscribers[f"redisson_lock__channel:{{{name}}}"] != 1:
-            assert time.monotonic() < deadline, "the waiter never subscribed"
-            time.sleep(0.05)
+        channel = f"redisson_lock__channel:{{{name}}}"
+        look_until(real_url, name, lambda s: s.subscribers[channel] == 1, "no subscriber")
         lock.unlock()
         waiter.join()
         assert look(real_url, name).holders[0].client_id == other.id
@@ -107,10 +126,7 @@ def test_fair_lock_queue_and_each_waiters_deadline(
             target=other.get_fair_lock(name).try_lock, kwargs={"wait_time": 4}
         )
         waiter.start()
-        deadline = time.monotonic() + 5
-        while not (shot := look(real_url, name)).waiters:
-            assert time.monotonic() < deadline, "the waiter never queued"
-            time.sleep(0.05)
+        shot = look_until(real_url, name, queued_and_listening, "the waiter never queued")
         assert shot.kind == "fair"
         assert shot.holders[0].client_id == client.id
         [queued] = shot.waiters
@@ -177,10 +193,9 @@ def test_semaphore_and_latch(client: syncprims.Client, real_url: str, name: str)
             target=other.get_count_down_latch(f"{name}:latch").await_, args=(3,)
         )
         waiter.start()
-        deadline = time.monotonic() + 5
-        while (shot := look(real_url, f"{name}:latch")).kind != "latch":
-            assert time.monotonic() < deadline, "the latch waiter never subscribed"
-            time.sleep(0.05)
+        shot = look_until(
+            real_url, f"{name}:latch", lambda s: s.kind == "latch", "the waiter never subscribed"
+        )
         assert shot.value == 2
         assert shot.subscribers == {f"redisson_countdownlatch__channel__{{{name}:latch}}": 1}
         latch.count_down()
@@ -332,10 +347,9 @@ def test_on_a_cluster(redis_cluster: RedisClusterSet, name: str) -> None:
                 target=other.get_fair_lock(name).try_lock, kwargs={"wait_time": 4}
             )
             waiter.start()
-            deadline = time.monotonic() + 5
-            while not (shot := look(redis_cluster.url, name)).waiters:
-                assert time.monotonic() < deadline, "the waiter never queued"
-                time.sleep(0.05)
+            shot = look_until(
+                redis_cluster.url, name, queued_and_listening, "the waiter never queued"
+            )
             assert shot.kind == "fair"
             assert shot.holders[0].client_id == client.id
             # Sharded pub/sub (SSUBSCRIBE) on the channel's shard is counted.

@@ -6,7 +6,8 @@ Redisson's layout (``redisson-spec.md`` section 1.1): the holders (``<client uui
 hash fields) and their hold counts, the TTL, a fair lock's queue with each waiter's
 deadline, a read-write lock's mode and each reader's lease, a fenced lock's last token, a
 semaphore's permits and leases, a latch's count, and how many clients subscribe to the
-object's channel (``PUBSUB NUMSUB`` plus ``SHARDNUMSUB``, for a cluster's sharded pub/sub).
+object's channel (``PUBSUB NUMSUB`` plus ``SHARDNUMSUB``, for a cluster's sharded pub/sub;
+on a cluster, summed over every node).
 
 ``unlock --force`` frees a lock whose holder is gone, with the public ``force_unlock`` of
 the matching object, after asking (``--yes`` skips the question).
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 import attrs
+import redis
 import redis.exceptions
 
 import syncprims
@@ -175,11 +177,18 @@ def _split(field: str) -> tuple[str, str, str]:
 
 
 def subscribers(r: Any, channel: str) -> int:
-    """Clients subscribed to ``channel``: classic pub/sub plus sharded (Redis 7+); on a
-    cluster redis-py asks every node and adds the counts up."""
-    total = sum(int(n) for _, n in r.pubsub_numsub(channel))
+    """Clients subscribed to ``channel``: classic pub/sub plus sharded (Redis 7+).
+
+    Each node counts only its own subscribers, and redis-py sends ``PUBSUB`` commands of a
+    ``RedisCluster`` to one node unless told otherwise: on a cluster every node is asked and
+    the counts are added up (redis-py's reply callback does the sum).
+    """
+    where: dict[str, Any] = {}
+    if isinstance(r, redis.RedisCluster):
+        where["target_nodes"] = redis.RedisCluster.ALL_NODES
+    total = sum(int(n) for _, n in r.pubsub_numsub(channel, **where))
     with contextlib.suppress(redis.exceptions.ResponseError):  # Redis < 7: no sharded pub/sub
-        total += sum(int(n) for _, n in r.pubsub_shardnumsub(channel))
+        total += sum(int(n) for _, n in r.pubsub_shardnumsub(channel, **where))
     return total
 
 
