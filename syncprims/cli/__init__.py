@@ -121,7 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--json", metavar="PATH", help="also write the results as JSON (default: do not)"
     )
-    kinds = ", ".join(f"{key} ({text})" for key, text in KINDS.items())
     inspect = commands.add_parser(
         "inspect",
         formatter_class=_FORMATTER,
@@ -139,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--kind",
         choices=list(KINDS),
-        help=f"read NAME as this kind (default: detect it): {kinds}",
+        help="read NAME as this kind: rw is a read-write lock, pes a permit-expirable "
+        "semaphore (default: detect it)",
     )
     inspect.add_argument(
         "--watch", action="store_true", help="refresh until Ctrl-C (default: print once)"
