@@ -18,7 +18,7 @@ import redis
 import syncprims
 from syncprims._embedded import RedisClusterSet, _cli
 from syncprims._transport.errors import key_slot
-from syncprims.cli.demo import Hold, analyse
+from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, raw_command, raw_redis
 
 pytestmark = [pytest.mark.real, pytest.mark.cluster]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from syncprims._embedded import RedisServer
+from syncprims.bench.history import Hold, analyse
 from syncprims.cli import build_parser
-from syncprims.cli.demo import Hold, analyse
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.py"))

@@ -126,8 +126,12 @@ async def test_validity_time_and_expiry(face: Face, five: list[RedisServer], nam
     await asyncio.sleep(0.5)
     assert await a(red.validity_time) == 0
     assert lock_fields(five, name) == [0, 0, 0, 0, 0]  # the leases ran out everywhere
-    with pytest.raises(LockNotHeldError):
+    with pytest.raises(LockNotHeldError) as raised:
         await a(red.unlock)
+    # One name on five masters: the message names it once, the error carries it bare.
+    assert str(raised.value).count(name) == 1, str(raised.value)
+    assert f"RedLock of {name!r} is not held" in str(raised.value)
+    assert raised.value.name == name
 
 
 async def test_watchdog_keeps_a_red_lock(face: Face, five: list[RedisServer], name: str) -> None:

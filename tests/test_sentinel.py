@@ -13,7 +13,7 @@ import pytest
 import syncprims
 from syncprims import ReplicaSyncError
 from syncprims._embedded import SentinelSet
-from syncprims.cli.demo import Hold, analyse
+from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, raw_redis
 
 pytestmark = [pytest.mark.real, pytest.mark.sentinel]

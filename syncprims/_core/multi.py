@@ -59,7 +59,10 @@ class MultiLockCore:
         self.locks = list(locks)
         self._ex: Executor = self.locks[0]._ex
         self._validity: dict[int, tuple[float, float]] = {}  # owner -> (validity s, at)
-        self.name = ", ".join(repr(sub.name) for sub in self.locks)
+        # A RedLock's sub-locks share one name on several masters: say it once.
+        names = list(dict.fromkeys(sub.name for sub in self.locks))
+        self.name = ", ".join(repr(name) for name in names)
+        self.error_name = names[0] if len(names) == 1 else self.name
 
     def required(self) -> int:
         """How many sub-locks make the lock held."""
@@ -241,7 +244,7 @@ class MultiLockCore:
                 f"{self.kind} of {self.name} is not held by owner {owner}: "
                 f"{released} of {len(self.locks)} sub-locks released, "
                 f"{self.required()} required",
-                name=self.name,
+                name=self.error_name,
                 owner=str(owner),
             ) from (errors[0] if errors else None)
         raise errors[0]

@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
+from syncprims.bench.history import Hold, analyse
 from syncprims.bench.peers import available, open_peer
-from syncprims.cli.demo import Hold, analyse
 
 __all__ = ["Row", "Settings", "contended", "handoff", "uncontended", "watchdog_scale"]
 

@@ -14,13 +14,13 @@ deliberately non-atomic read-modify-write); note the hold interval; release. Aft
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
 import multiprocessing
-import os
+import queue
 import random
+import signal
 import sys
 import threading
 import time
@@ -30,39 +30,31 @@ from typing import Any, TextIO
 
 import attrs
 
-from syncprims import redis_from_url as plain_client
+import syncprims
+from syncprims._embedded import EmbeddedServer
+from syncprims.bench.history import Hold, analyse, fifo_fraction, percentile, reader_concurrency
+from syncprims.cli._common import CommandError, checked_redis, default_url, redact
 
-__all__ = ["DemoResult", "Hold", "analyse", "run_demo"]
+__all__ = ["DemoResult", "report", "run_demo"]
 
 PRIMITIVES = ("lock", "fair", "rw", "redlock", "semaphore")
+PRIMITIVE_HELP = {
+    "lock": "RLock, one holder at a time",
+    "fair": "FairLock, one holder at a time in request order",
+    "rw": "ReadWriteLock, many readers or one writer, see --read-ratio",
+    "redlock": "RedLock over independent masters, see --masters",
+    "semaphore": "Semaphore, at most --permits holders at once",
+}
+STOP_GRACE = 15.0
+"""Seconds the workers get to finish their critical sections after Ctrl-C."""
 READ_HOLD = 0.001
 """Seconds a reader of ``--primitive rw`` stays inside, so that readers visibly share."""
 
 
 @attrs.frozen
-class Hold:
-    """One critical section: who held the lock, and when (``time.monotonic_ns``).
-
-    ``requested_ns`` is when the holder called ``lock()`` (0 when not recorded); ``mode`` is
-    ``"x"`` for an exclusive lock, ``"r"``/``"w"`` for the sides of a read-write lock.
-    """
-
-    worker: int
-    thread: int
-    acquired_ns: int
-    released_ns: int
-    requested_ns: int = 0
-    mode: str = "x"
-
-    @property
-    def exclusive(self) -> bool:
-        """Whether nothing else may overlap this hold (a read or a semaphore permit may)."""
-        return self.mode in ("x", "w")
-
-
-@attrs.frozen
 class DemoResult:
-    """What a demo run measured."""
+    """What a demo run measured (``seconds``: how long the workers ran, shorter than asked
+    when the run was ``interrupted`` by Ctrl-C)."""
 
     primitive: str
     processes: int
@@ -87,6 +79,8 @@ class DemoResult:
     permits: int | None = None
     max_concurrency: int | None = None
     permits_left: int | None = None
+    masters_killed: int | None = None
+    interrupted: bool = False
 
     @property
     def rate(self) -> float:
@@ -109,73 +103,6 @@ class DemoResult:
         return out
 
 
-def _percentile(sorted_values: list[float], q: float) -> float | None:
-    if not sorted_values:
-        return None
-    index = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
-    return sorted_values[index]
-
-
-def fifo_fraction(holds: list[Hold]) -> float | None:
-    """The share of consecutive acquisitions granted in the order they were requested.
-
-    Sorted by acquire time, a pair is in FIFO order when the later holder also called
-    ``lock()`` later. ``None`` without request times.
-    """
-    ordered = sorted(holds, key=lambda h: h.acquired_ns)
-    pairs = [(a, b) for a, b in itertools.pairwise(ordered) if a.requested_ns and b.requested_ns]
-    if not pairs:
-        return None
-    return sum(1 for a, b in pairs if a.requested_ns <= b.requested_ns) / len(pairs)
-
-
-def analyse(holds: list[Hold]) -> tuple[int, list[float]]:
-    """Count overlapping holds and collect handoff latencies (ms) between different workers.
-
-    Returns:
-        ``(overlaps, sorted handoff latencies in milliseconds)``.
-    """
-    ordered = sorted(holds, key=lambda h: h.acquired_ns)
-    overlaps = 0
-    active: list[Hold] = []  # holds not yet ended when the current one started
-    for current in ordered:
-        active = [h for h in active if h.released_ns > current.acquired_ns]
-        if active and (current.exclusive or any(h.exclusive for h in active)):
-            overlaps += 1
-        active.append(current)
-    handoffs: list[float] = []
-    for previous, current in itertools.pairwise(ordered):
-        if current.acquired_ns >= previous.released_ns and (current.worker, current.thread) != (
-            previous.worker,
-            previous.thread,
-        ):
-            handoffs.append((current.acquired_ns - previous.released_ns) / 1e6)
-    handoffs.sort()
-    return overlaps, handoffs
-
-
-def reader_concurrency(holds: list[Hold], mode: str = "r") -> tuple[float, int] | None:
-    """(mean, max) holders of ``mode`` inside while any is inside; ``None`` without any."""
-    events: list[tuple[int, int]] = []
-    for h in holds:
-        if h.mode == mode:
-            events += [(h.acquired_ns, 1), (h.released_ns, -1)]
-    if not events:
-        return None
-    events.sort(key=lambda e: (e[0], e[1]))
-    inside = peak = 0
-    busy = weighted = 0
-    last = events[0][0]
-    for at, delta in events:
-        if inside > 0:
-            busy += at - last
-            weighted += inside * (at - last)
-        inside += delta
-        peak = max(peak, inside)
-        last = at
-    return (weighted / busy if busy else 1.0), peak
-
-
 @attrs.frozen
 class _Job:
     """What one worker process does (picklable, for the spawn start method)."""
@@ -191,6 +118,19 @@ class _Job:
     permits: int = 3
 
 
+@attrs.frozen
+class _Shared:
+    """The parent's handles that every worker gets (multiprocessing objects of the spawn
+    context): workers say ``ready``, wait for ``start``, stop early when ``stop`` is set,
+    count into ``progress`` and put their holds on ``results``."""
+
+    ready: Any
+    start: Any
+    stop: Any
+    progress: Any
+    results: Any
+
+
 class _PermitAsLock:
     """One semaphore permit behind the lock()/unlock() the demo loop calls."""
 
@@ -204,10 +144,9 @@ class _PermitAsLock:
         self._semaphore.release()
 
 
-def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> None:
-
-    import syncprims
-
+def _worker(job: _Job, shared: _Shared) -> None:
+    # Ctrl-C in a terminal reaches every process of the group: the parent alone decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker, seconds = job.worker, job.seconds
     lock_name, counter_key = job.lock_name, job.counter_key
     # Failures (a master killed on purpose) are part of the show: errors are reported below.
@@ -218,7 +157,7 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
     else:
         client = syncprims.connect(job.urls[0])
         close = client.shutdown
-    raw = plain_client(job.urls[0])
+    raw = syncprims.redis_from_url(job.urls[0])
     holds: list[Hold] = []
     errors: list[str] = []
     lost = [0]  # redlock: unlocks that found less than a quorum (masters were killed)
@@ -239,8 +178,8 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
             sides = {"x": exclusive or client.get_lock(lock_name)}
         local: list[Hold] = []
         try:
-            stop = time.monotonic() + seconds
-            while time.monotonic() < stop:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end and not shared.stop.value:
                 mode = "s" if job.primitive == "semaphore" else "x"
                 if job.primitive == "rw":
                     mode = "r" if rng.random() < job.read_ratio else "w"
@@ -264,21 +203,21 @@ def _worker(job: _Job, ready: Any, start: Any, progress: Any, results: Any) -> N
                     # minority, which nobody else can outvote, so exclusion held anyway.
                     lost[0] += 1
                 local.append(Hold(worker, thread, acquired, released, requested, mode))
-                with progress.get_lock():
-                    progress.value += 1
+                with shared.progress.get_lock():
+                    shared.progress.value += 1
         except Exception as error:
             errors.append(f"worker {worker} thread {thread}: {error!r}")
         with mutex:
             holds.extend(local)
 
-    ready.release()
-    start.wait()
+    shared.ready.release()
+    shared.start.wait()
     pool = [threading.Thread(target=run, args=(t,)) for t in range(job.threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    results.put(([attrs.astuple(h) for h in holds], errors, lost[0]))
+    shared.results.put(([attrs.astuple(h) for h in holds], errors, lost[0]))
     close()
     raw.close()
 
@@ -296,13 +235,19 @@ def run_demo(
     read_ratio: float = 0.9,
     midway: Callable[[], str] | None = None,
     permits: int = 3,
+    masters_killed: int | None = None,
 ) -> DemoResult:
     """Run the contention demo against ``url`` and return what it measured.
 
+    Ctrl-C (``KeyboardInterrupt`` in the calling thread) stops the workers after their
+    current critical section; the result then covers what ran (``interrupted`` is true). A
+    second Ctrl-C while they stop terminates them and raises ``KeyboardInterrupt``.
+
     Args:
         url: the Redis server; for ``"redlock"``, one URL per master.
-        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"rw"`` (ReadWriteLock) or
-            ``"redlock"`` (RedLock over the masters; the counter lives on the first).
+        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"rw"`` (ReadWriteLock),
+            ``"redlock"`` (RedLock over the masters; the counter lives on the first) or
+            ``"semaphore"`` (a Semaphore of ``permits`` permits).
         processes: worker processes (>= 1).
         threads: threads per process (>= 1).
         seconds: how long the workers contend.
@@ -313,10 +258,12 @@ def run_demo(
         midway: called once half way through the run (e.g. to kill masters); its return
             value is printed.
         permits: with ``"semaphore"``, how many permits the semaphore has.
+        masters_killed: with ``"redlock"``, how many masters ``midway`` kills (for the report).
 
     Raises:
         ValueError: a bad argument.
-        RuntimeError: a worker failed.
+        RuntimeError: a worker failed, or the workers did not start or stop in time.
+        KeyboardInterrupt: a second Ctrl-C while the workers were stopping.
     """
     if primitive not in PRIMITIVES:
         raise ValueError(f"primitive must be one of {', '.join(PRIMITIVES)}, not {primitive!r}")
@@ -336,83 +283,69 @@ def run_demo(
     lock_name = f"syncprims:demo:{run_id}"
     counter_key = f"syncprims:demo:{run_id}:counter"
     ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Semaphore(0)
-    start = ctx.Event()
-    progress = ctx.Value("q", 0)
-    results = ctx.Queue()
+    shared = _Shared(
+        ready=ctx.Semaphore(0),
+        start=ctx.Event(),
+        stop=ctx.RawValue("b", 0),  # set by the parent on Ctrl-C; read without a lock
+        progress=ctx.Value("q", 0),
+        results=ctx.Queue(),
+    )
+    job = _Job(tuple(urls), primitive, lock_name, counter_key, 0, threads, seconds, read_ratio)
     workers = [
         ctx.Process(
             target=_worker,
-            args=(
-                _Job(
-                    tuple(urls),
-                    primitive,
-                    lock_name,
-                    counter_key,
-                    w,
-                    threads,
-                    seconds,
-                    read_ratio,
-                    permits,
-                ),
-                ready,
-                start,
-                progress,
-                results,
-            ),
+            args=(attrs.evolve(job, worker=w, permits=permits), shared),
             daemon=True,
         )
         for w in range(processes)
     ]
     if primitive == "semaphore":
-        import syncprims
-
         with syncprims.connect(urls[0]) as setup:
             setup.get_semaphore(lock_name).try_set_permits(permits)
-    for p in workers:
-        p.start()
-    for _ in workers:
-        if not ready.acquire(timeout=60):
-            raise RuntimeError("a worker process did not start within 60 s")
     emit = _printer(out)
-    emit(f"{processes} processes x {threads} threads contend for {primitive} {lock_name!r}")
-    started = time.monotonic()
-    start.set()
-    collected: list[tuple[list[tuple[Any, ...]], list[str], int]] = []
-    last = 0
-    while len(collected) < processes:
+    try:
+        # Started with SIGINT ignored, which they keep: Ctrl-C never reaches a worker.
+        default = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            collected.append(results.get(timeout=progress_interval))
-            continue
-        except Exception:  # queue.Empty: time for a progress line
-            pass
-        elapsed = time.monotonic() - started
-        if midway is not None and elapsed >= seconds / 2:
-            emit(f"  {elapsed:5.1f} s  {midway()}")
-            midway = None
-        count = progress.value
-        emit(
-            f"  {elapsed:5.1f} s  {count:>9,} acquisitions  {count - last:>7,} in the last interval"
+            for p in workers:
+                p.start()
+        finally:
+            signal.signal(signal.SIGINT, default)
+        for _ in workers:
+            if not shared.ready.acquire(timeout=60):
+                raise RuntimeError("a worker process did not start within 60 s")
+        noun = f"the {permits} permits of semaphore" if primitive == "semaphore" else primitive
+        emit(f"{_workers(processes, threads)} contend for {noun} {lock_name!r}")
+        started = time.monotonic()
+        shared.start.set()
+        collected, ran = _collect(
+            shared,
+            emit,
+            processes=processes,
+            started=started,
+            seconds=seconds,
+            interval=progress_interval,
+            midway=midway,
         )
-        last = count
-        if elapsed > seconds + 60:
-            raise RuntimeError("workers did not finish within 60 s of the end of the run")
-    for p in workers:
-        p.join(10)
+        for p in workers:
+            p.join(10)
+    finally:
+        for p in workers:
+            if p.is_alive():
+                p.terminate()
+    interrupted = ran < seconds
     errors = [e for _, errs, _ in collected for e in errs]
     if errors:
         raise RuntimeError("worker failures: " + "; ".join(errors[:5]))
     holds = [Hold(*h) for records, _, _ in collected for h in records]
     quorum_lost = sum(n for _, _, n in collected)
-    raw = plain_client(urls[0])
+    raw = syncprims.redis_from_url(urls[0])
     counter = int(raw.get(counter_key) or 0)
     raw.delete(counter_key)
     raw.close()
     overlaps, handoffs = analyse(holds)
     extra: dict[str, Any] = {}
     if primitive == "semaphore":
-        import syncprims
-
         with syncprims.connect(urls[0]) as check:
             semaphore = check.get_semaphore(lock_name)
             left = semaphore.available_permits()
@@ -424,7 +357,11 @@ def run_demo(
             "permits_left": left,
         }
     if primitive == "redlock":
-        extra = {"masters": len(urls), "quorum_lost": quorum_lost}
+        extra = {
+            "masters": len(urls),
+            "quorum_lost": quorum_lost,
+            "masters_killed": masters_killed or 0,
+        }
     if primitive == "rw":
         writes = [h for h in holds if h.mode == "w"]
         waits = sorted((h.acquired_ns - h.requested_ns) / 1e6 for h in writes)
@@ -433,7 +370,7 @@ def run_demo(
             "writes": len(writes),
             "readers_mean": concurrency[0] if concurrency else None,
             "readers_max": concurrency[1] if concurrency else None,
-            "writer_wait_p50_ms": _percentile(waits, 0.5),
+            "writer_wait_p50_ms": percentile(waits, 0.5),
             "writer_wait_max_ms": waits[-1] if waits else None,
             "read_ratio": read_ratio,
         }
@@ -441,17 +378,72 @@ def run_demo(
         primitive=primitive,
         processes=processes,
         threads=threads,
-        seconds=seconds,
+        seconds=round(ran, 3) if interrupted else seconds,
         acquisitions=len(holds),
         counter=counter,
         overlaps=overlaps,
         handoffs=len(handoffs),
-        handoff_p50_ms=_percentile(handoffs, 0.50),
-        handoff_p99_ms=_percentile(handoffs, 0.99),
-        server=server or ", ".join(urls),
+        handoff_p50_ms=percentile(handoffs, 0.50),
+        handoff_p99_ms=percentile(handoffs, 0.99),
+        server=server or ", ".join(redact(u) for u in urls),
         fifo_fraction=fifo_fraction(holds),
+        interrupted=interrupted,
         **extra,
     )
+
+
+Collected = list[tuple[list[tuple[Any, ...]], list[str], int]]
+
+
+def _collect(
+    shared: _Shared,
+    emit: Callable[[str], None],
+    *,
+    processes: int,
+    started: float,
+    seconds: float,
+    interval: float,
+    midway: Callable[[], str] | None,
+) -> tuple[Collected, float]:
+    """Print progress until every worker has sent its holds; on Ctrl-C, tell them to stop.
+
+    Returns:
+        What the workers sent, and how long they ran, seconds (``seconds`` unless stopped).
+    """
+    collected: Collected = []
+    last = 0
+    ran = seconds
+    give_up = started + seconds + 60
+    while len(collected) < processes:
+        try:
+            try:
+                collected.append(shared.results.get(timeout=interval))
+                continue
+            except queue.Empty:  # time for a progress line
+                pass
+            elapsed = time.monotonic() - started
+            if midway is not None and elapsed >= seconds / 2 and not shared.stop.value:
+                emit(f"  {elapsed:5.1f} s  {midway()}")
+                midway = None
+            count = shared.progress.value
+            emit(
+                f"  {elapsed:5.1f} s  {count:>9,} acquisitions  "
+                f"{count - last:>7,} in the last interval"
+            )
+            last = count
+            if time.monotonic() > give_up:
+                raise RuntimeError("the workers did not finish in time")
+        except KeyboardInterrupt:
+            if shared.stop.value:
+                raise  # a second Ctrl-C: the caller terminates the workers
+            shared.stop.value = 1
+            ran = min(seconds, time.monotonic() - started)
+            give_up = time.monotonic() + STOP_GRACE
+            emit(
+                f"  interrupted after {ran:.1f} s: the workers finish their critical "
+                "sections (Ctrl-C again to abandon them)"
+            )
+    return collected, ran
 
 
 def _printer(out: TextIO | None) -> Callable[[str], None]:
@@ -468,28 +460,32 @@ def report(result: DemoResult, out: TextIO) -> None:
     def ms(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f} ms"
 
-    if result.permits is not None:
+    semaphore = result.permits is not None
+    thing = "a permit" if semaphore else "the lock"
+    if semaphore:
         counted = f"{result.counter:,} (read only: holders share the semaphore)"
     elif result.writes is None:
         counted = f"{result.counter:,} (critical sections: {result.acquisitions:,})"
     else:
         counted = f"{result.counter:,} (write sections: {result.writes:,})"
+    ran = f"{result.seconds:g} s" + (" (interrupted)" if result.interrupted else "")
     rows = [
         ("server", result.server),
         ("primitive", result.primitive),
-        ("workers", f"{result.processes} processes x {result.threads} threads"),
-        ("acquisitions", f"{result.acquisitions:,} in {result.seconds:g} s"),
+        ("workers", _workers(result.processes, result.threads)),
+        ("acquisitions", f"{result.acquisitions:,} in {ran}"),
         ("acquisitions/s", f"{result.rate:,.0f}"),
-        ("handoffs", f"{result.handoffs:,} (lock passed between different workers)"),
+        ("handoffs", f"{result.handoffs:,} ({thing} passed between different workers)"),
         ("handoff p50", ms(result.handoff_p50_ms)),
         ("handoff p99", ms(result.handoff_p99_ms)),
         ("counter", counted),
-        ("overlapping holds", f"{result.overlaps} (forbidden overlaps)"),
     ]
+    if not semaphore:
+        rows.append(("overlapping holds", f"{result.overlaps} (forbidden overlaps)"))
     if result.fifo_fraction is not None:
         fifo = f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order"
         rows.append(("FIFO order", fifo))
-    if result.permits is not None:
+    if semaphore:
         rows.append(
             (
                 "holders at once",
@@ -499,13 +495,10 @@ def report(result: DemoResult, out: TextIO) -> None:
         )
     if result.masters is not None:
         rows.append(("masters", f"{result.masters} (a majority: {result.masters // 2 + 1})"))
-        rows.append(
-            (
-                "quorum lost",
-                f"{result.quorum_lost} unlocks found less than a majority held "
-                "(part of it was on a killed master)",
-            )
-        )
+        lost = f"{result.quorum_lost} unlocks found less than a majority held"
+        if result.masters_killed:
+            lost += f" (part of it was on one of the {result.masters_killed} killed masters)"
+        rows.append(("quorum lost", lost))
     if result.writes is not None:
         reads = result.acquisitions - result.writes
         rows.append(
@@ -531,30 +524,58 @@ def report(result: DemoResult, out: TextIO) -> None:
     kind = "mutual exclusion"
     if result.writes is not None:
         kind = "writer exclusivity"
-    elif result.permits is not None:
+    elif semaphore:
         kind = "at most N holders, permits conserved"
     print(f"\n{kind}: {'OK' if result.ok else 'VIOLATED'}", file=out)
 
 
+def _workers(processes: int, threads: int) -> str:
+    """``4 processes x 2 threads``, in the singular where it is one."""
+    return (
+        f"{processes} process{'es' if processes != 1 else ''} x "
+        f"{threads} thread{'s' if threads != 1 else ''}"
+    )
+
+
+def _describe(servers: Sequence[EmbeddedServer]) -> str:
+    """``redis-server 7.0.15 on 127.0.0.1:port``, or with several, every port."""
+    if len(servers) == 1:
+        return servers[0].description
+    kind = servers[0].description.split(" on ")[0]
+    return f"{kind} x{len(servers)} on " + ", ".join(s.url.rpartition("//")[2] for s in servers)
+
+
 def main(args: Any) -> int:
-    """The ``demo`` subcommand."""
-    from syncprims._embedded import EmbeddedServer, RedisServer, start_embedded
+    """The ``demo`` subcommand.
+
+    Raises:
+        CommandError: no server could be reached or started (before any worker starts), or
+            a worker failed.
+    """
+    from syncprims._embedded import RedisServer, start_embedded
 
     out = sys.stdout
     urls: list[str] = list(args.url or [])
-    if not urls and os.environ.get("REDIS_URL"):
-        urls = [os.environ["REDIS_URL"]]
+    if not urls and default_url():
+        urls = [str(default_url())]
+    for url in urls:  # once, here, so that a bad URL is one line and not a worker's traceback
+        checked_redis(url).close()
     wanted = args.masters if args.primitive == "redlock" else 1
     embedded: list[EmbeddedServer] = []
     midway: Callable[[], str] | None = None
+    victims: list[EmbeddedServer] = []
     try:
         if urls:
-            server = ", ".join(urls)
+            server = ", ".join(redact(u) for u in urls)
             print(f"Using Redis at {server}", file=out)
         else:
-            embedded = [start_embedded() for _ in range(wanted)]
+            try:
+                for _ in range(wanted):
+                    embedded.append(start_embedded())
+            except (RuntimeError, OSError) as error:
+                raise CommandError(f"cannot start an embedded server: {error}") from None
             urls = [e.url for e in embedded]
-            server = embedded[0].description + (f" (x{wanted})" if wanted > 1 else "")
+            server = _describe(embedded)
             print(f"No --url or REDIS_URL given: started an embedded {server}", file=out)
             victims = embedded[len(embedded) - (wanted - 1) // 2 :] if wanted > 2 else []
             if victims:
@@ -569,18 +590,22 @@ def main(args: Any) -> int:
 
         if args.primitive == "redlock" and len(urls) < 2:
             print("note: a RedLock over a single master is just a lock", file=out)
-        result = run_demo(
-            urls,
-            primitive=args.primitive,
-            read_ratio=args.read_ratio,
-            processes=args.processes,
-            threads=args.threads,
-            seconds=args.seconds,
-            server=server,
-            out=out,
-            midway=midway,
-            permits=args.permits,
-        )
+        try:
+            result = run_demo(
+                urls,
+                primitive=args.primitive,
+                read_ratio=args.read_ratio,
+                processes=args.processes,
+                threads=args.threads,
+                seconds=args.seconds,
+                server=server,
+                out=out,
+                midway=midway,
+                permits=args.permits,
+                masters_killed=len(victims) or None,
+            )
+        except (RuntimeError, syncprims.SyncPrimsError) as error:
+            raise CommandError(f"the demo failed: {error}", status=1) from None
     finally:
         for e in embedded:
             e.stop()
@@ -588,4 +613,6 @@ def main(args: Any) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(result.as_dict(), f, indent=2)
+    if result.interrupted:
+        return 130
     return 0 if result.ok else 1

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from syncprims import redis_from_url as plain_client
-from syncprims.cli.demo import Hold, analyse
+from syncprims.bench.history import Hold, analyse
 
 __all__ = ["KINDS", "Plan", "Report", "check"]
 

@@ -19,7 +19,7 @@ import redis
 
 import syncprims
 from syncprims._embedded import RedisServer
-from syncprims.cli.demo import Hold, analyse
+from syncprims.bench.history import Hold, analyse
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 

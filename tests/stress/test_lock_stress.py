@@ -18,7 +18,8 @@ import redis
 import syncprims
 import syncprims.asyncio
 from syncprims._embedded import RedisServer
-from syncprims.cli.demo import Hold, analyse, run_demo
+from syncprims.bench.history import Hold, analyse
+from syncprims.cli.demo import run_demo
 
 pytestmark = pytest.mark.stress
 

@@ -1,0 +1,100 @@
+"""What the subcommands share: reaching the server once, and failing in one line.
+
+A command that cannot start (no server, refused credentials, a URL that is not Redis's)
+raises :class:`CommandError`; ``syncprims.cli.main`` prints its message as one line on
+stderr and exits with its status, without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+import redis.exceptions
+import redis.sentinel
+
+import syncprims
+from syncprims._transport.sources import redact
+
+__all__ = ["CHECK_TIMEOUT", "CommandError", "checked_redis", "default_url", "redact"]
+
+CHECK_TIMEOUT = 3.0
+"""Seconds a command waits to connect to the server, and for each reply, before it gives up."""
+
+
+class CommandError(Exception):
+    """A command cannot go on: ``str(error)`` is the one line to print.
+
+    Attributes:
+        status: the exit status (2: bad input or unreachable server; 1: the run failed).
+    """
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def default_url() -> str | None:
+    """``$REDIS_URL``, or ``None`` when it is unset or empty."""
+    return os.environ.get("REDIS_URL") or None
+
+
+def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
+    """A redis-py client for ``url`` (any form :func:`syncprims.redis_from_url` takes) that
+    has answered one PING.
+
+    Args:
+        url: the server's URL.
+        timeout: the connect and reply timeout, seconds.
+
+    Returns:
+        A ``redis.Redis`` or ``redis.RedisCluster``; the caller closes it.
+
+    Raises:
+        CommandError: a malformed URL, refused credentials, or a server that does not answer
+            within ``timeout`` seconds (the message names the URL without its password).
+    """
+    where = redact(url)
+    try:
+        client: Any = syncprims.redis_from_url(url, timeout=timeout, connect_timeout=timeout)
+    except (ValueError, TypeError) as error:
+        raise CommandError(f"bad Redis URL {where!r}: {error}") from None
+    except _UNREACHABLE as error:  # a cluster's seeds did not answer
+        raise CommandError(f"cannot reach Redis at {where}: {_reason(error)}") from None
+    try:
+        client.ping()
+    except BaseException as error:
+        client.close()
+        if isinstance(error, redis.exceptions.AuthenticationError) or (
+            isinstance(error, redis.exceptions.ResponseError)
+            and str(error).startswith(("NOAUTH", "WRONGPASS", "NOPERM"))
+        ):
+            if urlsplit(url).password is None and "NOPERM" not in str(error):
+                raise CommandError(
+                    f"Redis at {where} wants a password and the URL gives none "
+                    "(redis://[user]:password@host:port)"
+                ) from None
+            raise CommandError(
+                f"Redis at {where} refused the credentials: {_reason(error)}"
+            ) from None
+        if isinstance(error, redis.sentinel.MasterNotFoundError):
+            raise CommandError(
+                f"cannot reach Redis at {where}: no sentinel answered with that master"
+            ) from None
+        if isinstance(error, _UNREACHABLE):
+            raise CommandError(f"cannot reach Redis at {where}: {_reason(error)}") from None
+        raise
+    return client
+
+
+_UNREACHABLE = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError)
+
+
+def _reason(error: BaseException) -> str:
+    """The error's message on one line (at most 200 characters), or its type's name."""
+    text = " ".join(str(error).split())
+    if len(text) > 200:
+        text = text[:199] + "…"
+    return text or type(error).__name__

@@ -1,0 +1,176 @@
+"""The command line fails well: one line and a non-zero status for a server it cannot use,
+a clean stop with a summary on Ctrl-C, defaults in ``--help``, wording that fits the primitive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import syncprims
+from syncprims._embedded import RedisServer
+from syncprims.cli import build_parser
+
+pytestmark = pytest.mark.real
+
+
+def syncprims_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``python -m syncprims ARGS`` with ``REDIS_URL`` unset unless ``env`` sets it."""
+    base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "syncprims", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+        check=False,
+    )
+
+
+def assert_one_line_failure(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for text in expected:
+        assert text in lines[0]
+    assert result.stdout == ""  # nothing started
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://127.0.0.1:1", "cannot reach Redis at redis://127.0.0.1:1"),
+        ("http://x", "bad Redis URL 'http://x'"),
+        ("redis+cluster://127.0.0.1:1,127.0.0.1:2", "cannot reach Redis"),
+    ],
+)
+def test_demo_without_a_usable_server_is_one_line(url: str, expected: str) -> None:
+    started = time.monotonic()
+    result = syncprims_cli("demo", "--url", url, "--seconds", "1")
+    assert_one_line_failure(result, "syncprims demo:", expected)
+    assert time.monotonic() - started < 10
+
+
+def test_demo_with_refused_credentials_is_one_line() -> None:
+    with RedisServer(args=["--requirepass", "s3cret"]) as server:
+        wrong = f"redis://:wrong@127.0.0.1:{server.port}"
+        result = syncprims_cli("demo", "--url", wrong, "--seconds", "1")
+        assert_one_line_failure(result, "refused the credentials", "redis://:***@127.0.0.1")
+        assert "wrong" not in result.stderr  # the password is never printed
+        result = syncprims_cli("demo", "--url", server.url, "--seconds", "1")
+        assert_one_line_failure(result, "wants a password and the URL gives none")
+
+
+def test_demo_without_redis_server_or_fakeredis_gives_a_hint(tmp_path: Path) -> None:
+    blocker = tmp_path / "fakeredis"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('fakeredis is blocked here')\n")
+    result = syncprims_cli(
+        "demo",
+        "--seconds",
+        "1",
+        env={"PATH": str(tmp_path), "PYTHONPATH": str(tmp_path)},  # no redis-server either
+    )
+    assert_one_line_failure(result, "cannot start an embedded server", "syncprims[cli]")
+
+
+def test_ctrl_c_stops_the_demo_with_a_summary(redis_server: RedisServer) -> None:
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "syncprims", "demo", "--url", redis_server.url,
+         "--processes", "2", "--threads", "2", "--seconds", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert demo.stdout is not None
+        line = ""
+        while "acquisitions" not in line:  # the first progress line: the workers run
+            line = demo.stdout.readline()
+            assert line, "the demo ended before its first progress line"
+        stopped = time.monotonic()
+        os.killpg(demo.pid, signal.SIGINT)  # as a terminal's Ctrl-C: every process of the group
+        out, err = demo.communicate(timeout=30)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert time.monotonic() - stopped < 15
+    assert demo.returncode == 130, out + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "interrupted after" in out
+    assert "(interrupted)" in out
+    assert "mutual exclusion: OK" in out
+
+
+def test_semaphore_run_speaks_of_permits(redis_server: RedisServer) -> None:
+    result = syncprims_cli(
+        "demo", "--url", redis_server.url, "--primitive", "semaphore", "--permits", "2",
+        "--processes", "1", "--threads", "3", "--seconds", "1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "contend for the 2 permits of semaphore" in result.stdout
+    assert "a permit passed between different workers" in result.stdout
+    assert "lock" not in result.stdout.lower()
+    assert "at most N holders, permits conserved: OK" in result.stdout
+
+
+def test_redlock_on_given_masters_names_every_master_and_no_kill(
+    five: list[RedisServer], tmp_path: Path
+) -> None:
+    urls = [arg for server in five for arg in ("--url", server.url)]
+    out = tmp_path / "demo.json"
+    result = syncprims_cli(
+        "demo", "--primitive", "redlock", *urls, "--processes", "1", "--threads", "2",
+        "--seconds", "1", "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    for server in five:
+        assert server.url in result.stdout
+    assert "killed" not in result.stdout
+    assert "0 unlocks found less than a majority held\n" in result.stdout
+    data = json.loads(out.read_text())
+    assert data["masters"] == 5
+    assert data["masters_killed"] == 0
+
+
+def test_bare_command_prints_help() -> None:
+    result = syncprims_cli()
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("usage: syncprims")
+    for command in ("demo", "inspect", "unlock", "bench"):
+        assert command in result.stderr
+
+
+def test_version() -> None:
+    result = syncprims_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"syncprims {syncprims.__version__}"
+
+
+def test_every_option_shows_its_default() -> None:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command")
+    assert commands.choices is not None
+    for name, sub in dict(commands.choices).items():
+        text = sub.format_help()
+        for action in sub._actions:
+            if action.dest == "help" or not action.option_strings:
+                continue
+            if action.default is None or action.default is False:
+                assert action.help is not None
+                assert "default" in action.help, (name, action.option_strings)
+            else:
+                assert f"(default: {action.default})" in " ".join(text.split()), (
+                    name,
+                    action.option_strings,
+                )
+    demo_help = " ".join(syncprims_cli("demo", "--help").stdout.split())
+    assert "lock (RLock, one holder at a time)" in demo_help  # --primitive explains each choice
