@@ -28,7 +28,7 @@ from typing import Any
 import syncprims
 from tests.chaos.store import Store
 
-__all__ = ["KINDS", "main"]
+__all__ = ["BROKEN", "KINDS", "main"]
 
 KINDS = (
     "rlock",
@@ -43,7 +43,25 @@ KINDS = (
     "sentinel",
 )
 
+BROKEN = ("broken-lease", "broken-script")
+"""Deliberately broken locks for the checker's self-test (never part of a campaign):
+``broken-lease`` is an RLock taken with a 50 ms lease and no watchdog around a 60-150 ms
+critical section; ``broken-script`` is a lock whose acquire script, run with raw redis-py,
+skips the existence check (``HSET`` + ``PEXPIRE`` whoever holds it)."""
+
 PERMIT_LEASE = 2.0  # the permit-expirable semaphore's lease, seconds
+BROKEN_LEASE = 0.05
+
+_BROKEN_ACQUIRE = """
+redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('pexpire', KEYS[1], ARGV[1])
+return nil
+"""
+_BROKEN_RELEASE = """
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('del', KEYS[1])
+return 1
+"""
 
 
 class History:
@@ -107,14 +125,16 @@ class Prim:
 class LockPrim(Prim):
     """RLock, FairLock, either side of a ReadWriteLock, FencedLock."""
 
-    def __init__(self, lock: Any, role: str = "w", fenced: bool = False) -> None:
-        self.lock, self.role, self.fenced = lock, role, fenced
+    def __init__(
+        self, lock: Any, role: str = "w", fenced: bool = False, lease: float | None = None
+    ) -> None:
+        self.lock, self.role, self.fenced, self.lease = lock, role, fenced, lease
 
     def acquire(self, wait: float) -> tuple[bool, int | str | None]:
         if self.fenced:
-            token = self.lock.try_lock_and_get_token(wait_time=wait)
+            token = self.lock.try_lock_and_get_token(wait_time=wait, lease_time=self.lease)
             return token is not None, token
-        return bool(self.lock.try_lock(wait_time=wait)), None
+        return bool(self.lock.try_lock(wait_time=wait, lease_time=self.lease)), None
 
     def release(self, handle: int | str | None) -> None:
         self.lock.unlock()
@@ -167,6 +187,27 @@ class PermitPrim(Prim):
         self.sem.release(handle)
 
 
+class BrokenScriptPrim(Prim):
+    """A lock whose acquire skips the existence check (raw redis-py, polling)."""
+
+    def __init__(self, url: str, name: str) -> None:
+        import redis
+
+        self.redis: Any = redis.Redis.from_url(url, socket_timeout=2)
+        self.name = name
+        self.owner = f"{os.getpid()}:{threading.get_ident()}"
+        self._acquire = self.redis.register_script(_BROKEN_ACQUIRE)
+        self._release = self.redis.register_script(_BROKEN_RELEASE)
+
+    def acquire(self, wait: float) -> tuple[bool, int | str | None]:
+        self._acquire(keys=[self.name], args=[30000, self.owner])
+        return True, None
+
+    def release(self, handle: int | str | None) -> None:
+        if not self._release(keys=[self.name], args=[self.owner]):
+            raise syncprims.LockNotHeldError(f"{self.name} is not held", name=self.name)
+
+
 class Clients:
     """The process's syncprims client(s) and primitive factory."""
 
@@ -192,6 +233,10 @@ class Clients:
         """The primitive guarding ``res``, for worker thread ``thread``."""
         name, kind, c = self.name(res), self.kind, self.client
         cb = self.losses.callback
+        if kind == "broken-lease":
+            return LockPrim(c.get_lock(name), lease=BROKEN_LEASE)
+        if kind == "broken-script":
+            return BrokenScriptPrim(self.spec["urls"][0], name)
         if kind in ("rlock", "cluster", "sentinel"):
             return LockPrim(c.get_lock(name, on_lost=cb(name, res)))
         if kind == "fair":
@@ -277,6 +322,8 @@ def _loop(
             token=token, wait=wait,
         )  # fmt: skip
         hold = rng.uniform(0.3, 1.2) if rng.random() < 0.02 else rng.uniform(0.0, 0.003)
+        if kind in BROKEN:
+            hold = rng.uniform(0.06, 0.15)
         if prim.role == "s":
             time.sleep(hold)
         elif prim.role == "r":
