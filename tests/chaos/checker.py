@@ -17,7 +17,8 @@ What it verifies, per primitive and resource:
    other section of its ReadWriteLock; a semaphore never has more than N holders) unless the
    earlier holder had been told of the loss first, or a fault excused by
    ``docs/guarantees.md`` hit it (counted by class: a paused client, a server restarted
-   without persistence, a failover).
+   without persistence, a failover). Excused and notified overlaps count once per earlier
+   section, however many later sections it overlapped; each unexcused pair is a violation.
 2. **Store evidence.** Every lost update (a commit that found the counter moved since its
    read) belongs to an overlap found in 1, so the store and the clocks agree.
 3. **Fencing.** Tokens are unique, accepted ones only grow in store order, and a later
@@ -267,6 +268,7 @@ def _check_exclusion(
         row = rows[kind]
         limit = permits.get(kind, 1)
         active: list[Section] = []
+        counted: set[str] = set()  # an earlier section counts once, however many it overlaps
         for b in sections:
             active = [a for a in active if a.end is None or a.end > b.grant]
             if b.role == "s":
@@ -295,13 +297,15 @@ def _check_exclusion(
                 if a.role == "r" and b.role == "r":
                     continue
                 involved.update([a.sid, b.sid])
+                first = a.sid not in counted
+                counted.add(a.sid)
                 notices = [t for t in h.lost.get((a.pid, a.res), []) if a.grant <= t <= b.grant]
                 if notices:
-                    row.notified_overlaps += 1
+                    row.notified_overlaps += first
                     continue
                 why = _excuse(a, b, faults, servers)
                 if why is not None:
-                    row.excused[why] += 1
+                    row.excused[why] += first
                     continue
                 row.violations += 1
                 violations.append(
