@@ -131,9 +131,18 @@ class SemaphoreCore(ExpirableCore):
         return await self.try_acquire(permits, threading_wait(blocking, timeout))
 
     async def _release(self, permits: int) -> None:
-        await self.run_script(
-            ScriptCall(scripts.SEM_RELEASE, [self.name, self.channel], [permits, self.publish]),
-            action="releasing",
+        # INCRBY is not idempotent: never re-send a release that may have run (its reply
+        # lost), or the permits come back twice and N + 1 holders get in (issue 17).
+        ex = self._ex
+        await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.SEM_RELEASE,
+                [self.name, self.channel],
+                [permits, self.publish],
+                context=self.context("releasing"),
+            ),
+            idempotent=False,
         )
 
     async def release(self, permits: object) -> None:

@@ -1,0 +1,546 @@
+"""``python -m tests.chaos``: the chaos campaign (issue 17).
+
+Starts its own servers on loopback ports (the store; one server, with AOF, behind a fault
+proxy; five independent masters, each behind a proxy; a 3-master Cluster; a Sentinel group
+with a replica), client processes x threads for every primitive, and the nemesis; after
+``--minutes`` it stops the clients, heals every fault, records what is still held, dumps the
+store, and has the independent checker (``tests/chaos/checker.py``) judge the run. It
+prints a markdown table per primitive and per fault class, and last the line
+``chaos: N critical sections, V violations, L loss notices, X excused``; the exit status is 1
+when V > 0.
+
+Where ``unshare --net`` and ``nft`` work (root, or user namespaces), the whole campaign
+re-runs itself inside a private network namespace, so the partition fault's nftables rules
+only ever see that namespace's loopback; elsewhere that class is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.crc import key_slot
+
+import syncprims
+from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
+from tests.chaos import checker, store
+from tests.chaos.nemesis import CLASSES, Nemesis, Setup, plan
+from tests.chaos.workers import BROKEN, KINDS
+from tests.faults.proxy import FaultProxy
+
+__all__ = ["main"]
+
+ROOT = Path(__file__).resolve().parents[2]
+SINGLE_KINDS = (
+    "rlock", "fair", "rw", "fenced", "semaphore", "pexpirable", "multilock", *BROKEN
+)  # fmt: skip
+PERMITS = {"semaphore": 2, "pexpirable": 2}
+OPTIONS: dict[str, Any] = {
+    "lock_watchdog_timeout": 2.0,
+    "timeout": 0.5,
+    "retry_attempts": 2,
+    "retry_delay": (0.05, 0.2),
+}
+QUERY = "?socket_connect_timeout=0.5"
+WAIT = 2.0  # every acquire's wait time, seconds
+SETTLE = 5.0  # after the clients stop: the longest lease (2 s) plus slack
+
+
+def netns_available() -> str | None:
+    """``None`` when a network namespace with nftables can be made here, else why not."""
+    for tool in ("unshare", "nft", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    probe = subprocess.run(
+        ["unshare", "--net", "nft", "list", "ruleset"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:
+        return f"cannot create a network namespace with nftables: {probe.stderr.strip()}"
+    return None
+
+
+def _nft(script: str) -> None:
+    subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True, capture_output=True)
+
+
+class Campaign:
+    """The servers, the client processes, and the Topology the nemesis acts on."""
+
+    def __init__(self, args: argparse.Namespace, out: Path, partitions: bool) -> None:
+        self.args = args
+        self.out = out
+        self.kinds: tuple[str, ...] = tuple(args.kinds)
+        self.partitions = partitions
+        self.notes: list[str] = []
+        self.servers: dict[str, RedisServer] = {}
+        self.proxies: dict[str, FaultProxy] = {}
+        self.cluster: RedisClusterSet | None = None
+        self.sentinel: SentinelSet | None = None
+        self.procs: dict[str, list[subprocess.Popen[bytes]]] = {k: [] for k in self.kinds}
+        self.paused: dict[str, RedisServer] = {}
+        self.lock = threading.Lock()
+        self.stop_at = 0.0
+        self.spawned = 0
+        self.failover_log: list[dict[str, Any]] = []
+        self.store = RedisServer()
+
+    # -- servers ---------------------------------------------------------------------------
+
+    def start_servers(self) -> None:
+        if any(k in SINGLE_KINDS for k in self.kinds):
+            self.servers["single"] = RedisServer(
+                args=["--appendonly", "yes", "--appendfsync", "everysec"]
+            )
+            self.proxies["single"] = FaultProxy(self.servers["single"].port)
+        if "redlock" in self.kinds:
+            for i in range(5):
+                self.servers[f"m{i}"] = RedisServer()
+                self.proxies[f"m{i}"] = FaultProxy(self.servers[f"m{i}"].port)
+        if "cluster" in self.kinds:
+            self.cluster = RedisClusterSet(masters=3, replicas=0)
+            for i, server in enumerate(self.cluster.servers):
+                self.servers[f"c{i}"] = server
+        if "sentinel" in self.kinds:
+            self.sentinel = SentinelSet()
+            self.sentinel.wait_replica_synced()
+
+    def server_ids(self) -> tuple[str, ...]:
+        ids = [s for s in self.servers if s in ("single",) or s[0] in "mc"]
+        if self.sentinel is not None:
+            ids.append("sentinel")
+        return tuple(ids)
+
+    def kind_servers(self, kind: str) -> list[str]:
+        if kind in SINGLE_KINDS:
+            return ["single"]
+        if kind == "redlock":
+            return [f"m{i}" for i in range(5)]
+        if kind == "cluster":
+            return ["c0", "c1", "c2"]
+        return ["sentinel"]
+
+    def urls(self, kind: str) -> list[str]:
+        if kind in SINGLE_KINDS:
+            return [self.proxies["single"].url + QUERY]
+        if kind == "redlock":
+            return [self.proxies[f"m{i}"].url + QUERY for i in range(5)]
+        if kind == "cluster":
+            assert self.cluster is not None
+            return [self.cluster.url + QUERY]
+        assert self.sentinel is not None
+        return [self.sentinel.url + QUERY]
+
+    def options(self, kind: str) -> dict[str, Any]:
+        if kind == "sentinel":
+            return {**OPTIONS, "lock_synced_replicas": 1, "replica_sync_timeout": 0.5}
+        return dict(OPTIONS)
+
+    def _sentinel_master(self) -> RedisServer:
+        assert self.sentinel is not None
+        port = self.sentinel.master_port()
+        for server in (self.sentinel.master, self.sentinel.replica):
+            if server.port == port:
+                return server
+        raise RuntimeError(f"no sentinel-managed server on port {port}")
+
+    def _server(self, server: str) -> RedisServer:
+        return self._sentinel_master() if server == "sentinel" else self.servers[server]
+
+    # -- client processes ------------------------------------------------------------------
+
+    def spawn(self, kind: str, index: int) -> subprocess.Popen[bytes]:
+        spec = {
+            "kind": kind,
+            "index": index,
+            "run": self.args.run_id,
+            "urls": self.urls(kind),
+            "options": self.options(kind),
+            "store": self.store.url,
+            "resources": ["r0"] if kind in PERMITS else ["r0", "r1"],
+            "permits": PERMITS.get(kind, 0),
+            "threads": self.args.threads,
+            "wait": WAIT,
+            "stop_at": self.stop_at,
+            "seed": self.args.seed,
+            "out": str(self.out),
+        }
+        log = (self.out / "logs" / f"{kind}-{index}.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.chaos.workers", json.dumps(spec)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self.spawned += 1
+        return proc
+
+    def start_clients(self) -> None:
+        for kind in self.kinds:
+            for i in range(self.args.processes):
+                self.procs[kind].append(self.spawn(kind, i))
+
+    # -- Topology --------------------------------------------------------------------------
+
+    def client_pids(self, kind: str) -> list[int]:
+        with self.lock:
+            return [p.pid for p in self.procs.get(kind, []) if p.poll() is None]
+
+    def kill_client(self, pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)
+        with self.lock:
+            for kind, procs in self.procs.items():
+                for i, proc in enumerate(procs):
+                    if proc.pid == pid:
+                        proc.wait(10)
+                        if self.stop_at - time.monotonic() > 4.0:  # a replacement
+                            procs[i] = self.spawn(kind, 100 + self.spawned)
+
+    def pause_client(self, pid: int, paused: bool) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+    def pause_server(self, server: str, paused: bool) -> None:
+        if paused:
+            self.paused[server] = self._server(server)
+            self.paused[server].pause()
+        elif server in self.paused:
+            self.paused.pop(server).resume()
+
+    def kill_server(self, server: str) -> None:
+        self.paused[server] = self._server(server)  # restart that very process
+        self.paused[server].kill()
+
+    def start_server(self, server: str) -> None:
+        target = self.paused.pop(server, None) or self._server(server)
+        target.start()
+
+    def persistent(self, server: str) -> bool:
+        return server == "single"  # AOF; the others run without persistence
+
+    def proxy(self, server: str, mode: str, value: float) -> None:
+        proxy = self.proxies[server]
+        if mode == "latency":
+            proxy.latency = value
+        elif mode == "blackhole":
+            proxy.blackhole = bool(value)
+        else:
+            proxy.reset()
+
+    def partition(self, server: str, cut: bool) -> None:
+        port = self._server(server).port
+        table = f"chaos_{server}"
+        if cut:
+            _nft(
+                f"table inet {table} {{\n"
+                "  chain out { type filter hook output priority 0;\n"
+                f"    tcp dport {port} drop\n"
+                f"    tcp sport {port} drop\n"
+                "  }\n"
+                "}\n"
+            )
+        else:
+            _nft(f"delete table inet {table}\n")
+
+    def failover(self) -> None:
+        assert self.sentinel is not None
+        self.sentinel.failover()
+
+    def migrate_slot(self, pick: int) -> str:
+        """Move the slot of one cluster resource to another master, keys and all."""
+        assert self.cluster is not None
+        res = ["r0", "r1"][pick % 2]
+        name = f"chaos:{self.args.run_id}:cluster:{res}"
+        slot = key_slot(name.encode())
+        nodes: dict[int, str] = {}
+        owner: RedisServer | None = None
+        for server in self.cluster.live():
+            r: Any = redis.Redis(port=server.port, socket_timeout=2)
+            nodes[server.port] = r.execute_command("CLUSTER", "MYID").decode()
+            if owner is None:
+                for first, last, master, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                    if first <= slot <= last:
+                        port = int(master[1])
+                        owner = next(x for x in self.cluster.servers if x.port == port)
+            r.close()
+        if owner is None:
+            raise RuntimeError(f"no owner for slot {slot}")
+        others = [s for s in self.cluster.live() if s.port != owner.port]
+        dst = others[pick % len(others)]
+        src_r: Any = redis.Redis(port=owner.port, socket_timeout=5)
+        dst_r: Any = redis.Redis(port=dst.port, socket_timeout=5)
+        try:
+            dst_r.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", nodes[owner.port])
+            src_r.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", nodes[dst.port])
+            while True:
+                keys = src_r.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+                if not keys:
+                    break
+                src_r.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+            for port in nodes:
+                r = redis.Redis(port=port, socket_timeout=5)
+                r.execute_command("CLUSTER", "SETSLOT", slot, "NODE", nodes[dst.port])
+                r.close()
+        finally:
+            src_r.close()
+            dst_r.close()
+        return f"slot {slot} ({res}) from :{owner.port} to :{dst.port}"
+
+    def watch_failovers(self, stop: threading.Event) -> None:
+        """Log every change of the Sentinel master as a ``failover`` fault (the nemesis's
+        SIGSTOP or SIGKILL of the master can cause one, not only ``SENTINEL FAILOVER``)."""
+        assert self.sentinel is not None
+        seen, since = self.sentinel.master_port(), time.monotonic()
+        with (self.out / "nemesis.jsonl").open("a", encoding="utf-8") as log:
+            while not stop.wait(0.25):
+                with contextlib.suppress(Exception):
+                    port = self.sentinel.master_port()
+                    now = time.monotonic()
+                    if port != seen:
+                        record = {"ev": "fault", "cls": "failover", "target": "sentinel-watch",
+                                  "start": since, "end": now, "servers": ["sentinel"],
+                                  "note": f":{seen} -> :{port}"}  # fmt: skip
+                        log.write(json.dumps(record) + "\n")
+                        log.flush()
+                        seen = port
+                    since = now
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def wait_clients(self, deadline: float) -> list[int]:
+        """Wait for every client process; return the pids of those that hung (dumped)."""
+        hung = []
+        for procs in self.procs.values():
+            for proc in procs:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    hung.append(proc.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGCONT)
+                        os.kill(proc.pid, signal.SIGUSR1)  # faulthandler: dump the stacks
+                    time.sleep(0.5)
+                    proc.kill()
+                    proc.wait(10)
+        return hung
+
+    def still_held(self) -> list[dict[str, str]]:
+        """Everything still held after the clients stopped and the longest lease passed."""
+        held: list[dict[str, str]] = []
+        run = self.args.run_id
+        for kind in self.kinds:
+            for res in ["r0"] if kind in PERMITS else ["r0", "r1"]:
+                name = f"chaos:{run}:{kind}:{res}"
+                for what in self._held(kind, name):
+                    held.append({"kind": kind, "what": what})
+        return held
+
+    def _held(self, kind: str, name: str) -> list[str]:
+        if kind in SINGLE_KINDS:
+            r: Any = redis.Redis(port=self.servers["single"].port, socket_timeout=5)
+            try:
+                if kind == "semaphore":
+                    value = int(r.get(name) or 0)
+                    if value != PERMITS[kind]:
+                        self.notes.append(f"semaphore {name}: {value} permits at the end")
+                    return [f"{name} has {value} permits > {PERMITS[kind]}"] * (
+                        value > PERMITS[kind]
+                    )
+                if kind == "pexpirable":
+                    with syncprims.connect(self.servers["single"].url) as client:
+                        sem = client.get_permit_expirable_semaphore(name)
+                        available = sem.available_permits()
+                    if available != PERMITS[kind]:
+                        return [f"{name} has {available} permits, not {PERMITS[kind]}"]
+                    return []
+                names = [f"{name}:{i}" for i in "abc"] if kind == "multilock" else [name]
+                if kind == "broken-script":
+                    r.delete(name)  # its lease is 30 s: not this lock's failing
+                    return []
+                return [f"{n} is still held" for n in names if r.exists(n)]
+            finally:
+                r.close()
+        if kind == "redlock":
+            out = []
+            for i in range(5):
+                r = redis.Redis(port=self.servers[f"m{i}"].port, socket_timeout=5)
+                if r.exists(name):
+                    out.append(f"{name} is still held on m{i}")
+                r.close()
+            return out
+        if kind == "cluster":
+            assert self.cluster is not None
+            rc: Any = redis.RedisCluster(host="127.0.0.1", port=self.cluster.servers[0].port)
+            try:
+                return [f"{name} is still held"] * bool(rc.exists(name))
+            finally:
+                rc.close()
+        r = redis.Redis(port=self._sentinel_master().port, socket_timeout=5)
+        try:
+            return [f"{name} is still held"] * bool(r.exists(name))
+        finally:
+            r.close()
+
+    def stop_servers(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.close()
+        if self.cluster is not None:
+            self.cluster.stop()
+        if self.sentinel is not None:
+            self.sentinel.stop()
+        for key, server in self.servers.items():
+            if key[0] != "c":
+                server.stop()
+        self.store.stop()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=2.0, help="length of the load")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"primitives, comma-separated ({','.join(KINDS)})"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="the nemesis's seed")
+    parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp one)")
+    parser.add_argument("--processes", type=int, default=2, help="client processes per primitive")
+    parser.add_argument("--threads", type=int, default=2, help="threads per client process")
+    parser.add_argument(
+        "--mode",
+        choices=["minority", "redlock-majority"],
+        default="minority",
+        help="redlock-majority also restarts 3 of 5 RedLock masters at once, empty "
+        "(the documented caveat: expect excused overlaps)",
+    )
+    parser.add_argument("--faults", default=None, help="only these fault classes, comma-separated")
+    parser.add_argument("--no-netns", action="store_true", help="do not use unshare --net")
+    parser.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    unknown = set(args.kinds) - set(KINDS) - set(BROKEN)
+    if unknown:
+        parser.error(f"unknown kinds: {', '.join(sorted(unknown))}")
+    args.run_id = f"s{args.seed}-{os.getpid()}"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the campaign; 0 when the checker found no violation."""
+    args = _parse(argv)
+    reason = "disabled with --no-netns" if args.no_netns else None
+    if not args.in_netns and reason is None:
+        reason = netns_available()
+        if reason is None:  # re-run inside a private network namespace
+            command = ["unshare", "--net", sys.executable, "-m", "tests.chaos", "--in-netns"]
+            return subprocess.run(
+                [*command, *(argv or sys.argv[1:])], cwd=ROOT, check=False
+            ).returncode
+    if args.in_netns:
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    partitions = args.in_netns
+    out = args.out or Path(tempfile.mkdtemp(prefix="syncprims-chaos-"))
+    for sub in ("history", "logs", "stacks"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    seconds = args.minutes * 60
+    camp = Campaign(args, out, partitions)
+    notes = camp.notes
+    if not partitions:
+        notes.append(f"partitions skipped: {reason}")
+        print(f"chaos: network partitions skipped ({reason})", flush=True)
+    classes = [c for c in CLASSES if c != "redlock_majority_restart" or args.mode != "minority"]
+    if args.faults is not None:
+        classes = [c for c in classes if c in args.faults.split(",")]
+    if not partitions:
+        classes = [c for c in classes if c != "partition"]
+    if "sentinel" not in args.kinds:
+        classes = [c for c in classes if c != "failover"]
+    if "cluster" not in args.kinds:
+        classes = [c for c in classes if c != "slot_migration"]
+    if "redlock" not in args.kinds:
+        classes = [c for c in classes if c != "redlock_majority_restart"]
+    print(f"chaos: run folder {out}; seed {args.seed}; {args.minutes:g} min; "
+          f"kinds {','.join(args.kinds)}", flush=True)  # fmt: skip
+    stop_watch = threading.Event()
+    watcher: threading.Thread | None = None
+    try:
+        camp.start_servers()
+        setup = Setup(
+            kinds=tuple(args.kinds),
+            servers=camp.server_ids(),
+            proxied=tuple(camp.proxies),
+            classes=tuple(classes),
+        )
+        schedule = plan(args.seed, seconds, setup)
+        (out / "schedule.json").write_text(json.dumps([vars(p) for p in schedule], indent=1))
+        t0 = time.monotonic() + 3.0
+        camp.stop_at = t0 + seconds
+        camp.start_clients()
+        if camp.sentinel is not None:
+            watcher = threading.Thread(target=camp.watch_failovers, args=(stop_watch,), daemon=True)
+            watcher.start()
+        nemesis = Nemesis(schedule, camp, out / "nemesis.jsonl", t0)
+        nemesis.start()
+        print(f"chaos: {len(schedule)} faults scheduled; load until t0+{seconds:g} s", flush=True)
+        while time.monotonic() < camp.stop_at:
+            time.sleep(min(10.0, max(0.0, camp.stop_at - time.monotonic())))
+        nemesis.stop()
+        notes.extend(f"nemesis: {e}" for e in nemesis.errors)
+        bound = WAIT + 10.0 + 10.0  # a wait, its operation bound, a long hold
+        hung = camp.wait_clients(camp.stop_at + bound)
+        notes.extend(f"client pid {pid} hung; stacks in stacks/{pid}.txt" for pid in hung)
+        stop_watch.set()
+        if watcher is not None:
+            watcher.join(5)
+        if camp.sentinel is not None:
+            with contextlib.suppress(RuntimeError):
+                camp.sentinel.wait_replica_synced(30)
+        time.sleep(SETTLE)
+        held = camp.still_held()
+        (out / "final.json").write_text(json.dumps({"held": held}, indent=1))
+        (out / "store.json").write_text(json.dumps(store.dump(camp.store.url)))
+        meta = {
+            "kinds": args.kinds,
+            "seed": args.seed,
+            "minutes": args.minutes,
+            "mode": args.mode,
+            "end": camp.stop_at,
+            "servers": {k: camp.kind_servers(k) for k in args.kinds},
+            "permits": {k: PERMITS[k] for k in args.kinds if k in PERMITS},
+            "notes": notes,
+            "classes": classes,
+        }
+        (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    finally:
+        stop_watch.set()
+        for procs in camp.procs.values():
+            for proc in procs:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGCONT)
+                    proc.kill()
+        camp.stop_servers()
+    report = checker.check_run(out)
+    text = checker.format_table(report)
+    lines = [text, ""]
+    lines += [f"note: {n}" for n in report.notes]
+    lines += [f"VIOLATION: {v}" for v in report.violations[:50]]
+    if len(report.violations) > 50:
+        lines.append(f"... and {len(report.violations) - 50} more (report.md)")
+    summary = checker.summary_line(report)
+    (out / "report.md").write_text(
+        "\n".join([text, "", *(f"- {v}" for v in report.violations), "", summary]) + "\n"
+    )
+    print("\n".join(lines), flush=True)
+    print(summary, flush=True)
+    return 1 if report.violations else 0

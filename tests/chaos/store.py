@@ -1,0 +1,82 @@
+"""The store: a separate Redis that critical sections write, as a protected resource would.
+
+The nemesis never touches it. Each resource has a counter that a section reads, then (after
+its hold) sets to the value read + 1 with one script that also appends to the resource's
+log, in store order: ``commit <sid> <read> <found> <token> <accepted>``. A found value other
+than the one read is a lost update: someone else committed inside this section. For a
+fenced lock the script is the fence: it refuses a token not above the highest it accepted
+(``accepted`` 0). Readers of a ReadWriteLock read the counter at the start and end of their
+section and log ``read_changed`` when a writer committed in between.
+
+Plain redis-py only: the store must not depend on the library under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+__all__ = ["Store", "dump"]
+
+_COMMIT = """
+local cur = redis.call('get', KEYS[1]) or '0'
+local token = tonumber(ARGV[3])
+local accepted = 1
+if token > 0 then
+  local last = tonumber(redis.call('get', KEYS[3]) or '0')
+  if token <= last then accepted = 0 else redis.call('set', KEYS[3], ARGV[3]) end
+end
+if accepted == 1 then redis.call('set', KEYS[1], tonumber(ARGV[2]) + 1) end
+redis.call('rpush', KEYS[2], 'commit ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. cur .. ' '
+  .. ARGV[3] .. ' ' .. accepted)
+return {tonumber(cur), accepted}
+"""
+
+PREFIX = "chaos"
+
+
+def _keys(kind: str, res: str) -> tuple[str, str, str]:
+    base = f"{PREFIX}:{kind}/{res}"
+    return f"{base}:counter", f"{base}:log", f"{base}:fence"
+
+
+class Store:
+    """One connection to the store (thread-safe: redis-py pools its connections)."""
+
+    def __init__(self, url: str) -> None:
+        self.redis: Any = redis.Redis.from_url(url, socket_timeout=10)
+        self._commit = self.redis.register_script(_COMMIT)
+
+    def read(self, kind: str, res: str) -> int:
+        """The counter's value."""
+        return int(self.redis.get(_keys(kind, res)[0]) or 0)
+
+    def commit(self, kind: str, res: str, sid: str, read: int, token: int) -> tuple[int, bool]:
+        """Set the counter to ``read + 1`` (unless the fence refuses ``token``).
+
+        Returns:
+            The value found at commit time, and whether the write was accepted.
+        """
+        found, accepted = self._commit(keys=list(_keys(kind, res)), args=[sid, read, token])
+        return int(found), bool(accepted)
+
+    def note(self, kind: str, res: str, line: str) -> None:
+        """Append ``line`` to the resource's log."""
+        self.redis.rpush(_keys(kind, res)[1], line)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.redis.close()
+
+
+def dump(url: str) -> dict[str, list[str]]:
+    """Every resource's log, ``{"<kind>/<res>": [line, ...]}``, in store order."""
+    r: Any = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        out: dict[str, list[str]] = {}
+        for key in sorted(r.scan_iter(match=f"{PREFIX}:*:log", count=1000)):
+            out[key[len(PREFIX) + 1 : -len(":log")]] = list(r.lrange(key, 0, -1))
+        return out
+    finally:
+        r.close()
