@@ -1,0 +1,134 @@
+"""The package's layers only point down, and no two subpackages import each other.
+
+docs/design.md, "Layers": protocol leaves -> transport and services (side by side) ->
+runtime and core (side by side) -> faces -> tools (CLI, benchmarks). Every ``import`` of a
+``syncprims`` module is checked, including those under ``TYPE_CHECKING`` and inside
+functions: a type-only import up the stack is still a dependency for the reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "syncprims"
+
+# unit (a subpackage or a top-level module of syncprims) -> its layer
+LAYERS: dict[str, int] = {
+    "_protocol": 0,
+    "errors": 0,
+    "_embedded": 0,  # the embedded redis-server (demo, benchmarks, tests): imports nothing
+    "_observe": 1,  # logging and metrics hooks the core calls
+    "config": 1,
+    "_transport": 2,
+    "_services": 2,
+    "_runtime": 3,
+    "_core": 3,
+    "asyncio": 4,
+    "_sync": 4,
+    "__init__": 5,  # the blocking face's public namespace
+    "metrics": 5,  # public: turns the _observe hooks into OpenTelemetry instruments
+    "bench": 6,
+    "cli": 7,
+    "__main__": 8,
+}
+
+
+def _unit(path: Path) -> str:
+    parts = path.relative_to(ROOT).parts
+    return parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> Iterator[tuple[str, int]]:
+    """(unit imported, line) for every import of a syncprims module in ``path``."""
+    package = ".".join(("syncprims", *path.relative_to(ROOT).parts[:-1]))
+    return _imports_in(path.read_text("utf-8"), package)
+
+
+def _imports_in(source: str, package: str) -> Iterator[tuple[str, int]]:
+    """(unit imported, line) for every import of a syncprims module in ``source``, a module
+    of ``package``."""
+    for node in ast.walk(ast.parse(source)):
+        modules: list[str] = []
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif node.level:
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1]
+            modules = [".".join([*base, node.module] if node.module else base)]
+            if not node.module:  # from . import x: x may be a module
+                modules = [f"{modules[0]}.{alias.name}" for alias in node.names]
+        elif node.module == "syncprims":  # from syncprims import _observe, __version__
+            modules = [
+                f"syncprims.{alias.name}"
+                if (ROOT / alias.name).is_dir() or (ROOT / f"{alias.name}.py").is_file()
+                else "syncprims.__init__"
+                for alias in node.names
+            ]
+        elif node.module:
+            modules = [node.module]
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] == "syncprims" and len(parts) > 1:
+                yield parts[1], node.lineno
+
+
+def _graph() -> dict[str, dict[str, str]]:
+    """unit -> {unit it imports: where (file:line, first seen)}."""
+    graph: dict[str, dict[str, str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        src = _unit(path)
+        edges = graph.setdefault(src, {})
+        for dst, line in _imports(path):
+            if dst != src:
+                edges.setdefault(dst, f"{path.relative_to(ROOT.parent)}:{line}")
+    return graph
+
+
+def test_every_unit_has_a_layer() -> None:
+    assert set(_graph()) <= set(LAYERS), "give the new module a layer in LAYERS"
+
+
+def test_imports_only_point_down() -> None:
+    upward = [
+        f"{where}: {src} (layer {LAYERS[src]}) imports {dst} (layer {LAYERS[dst]})"
+        for src, edges in _graph().items()
+        for dst, where in edges.items()
+        if LAYERS[dst] >= LAYERS[src]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_cycle_between_units() -> None:
+    graph = _graph()
+
+    def reachable(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph.get(start, {}))
+        while todo:
+            unit = todo.pop()
+            if unit not in seen:
+                seen.add(unit)
+                todo.extend(graph.get(unit, {}))
+        return seen
+
+    cycles = sorted(unit for unit in graph if unit in reachable(unit))
+    assert not cycles, f"units on an import cycle: {cycles}"
+
+
+def test_the_checker_sees_relative_type_only_and_local_imports() -> None:
+    source = """
+from typing import TYPE_CHECKING
+from . import retry
+from ..errors import LockError
+from syncprims import _observe
+if TYPE_CHECKING:
+    from syncprims.config import Config
+def f() -> None:
+    import syncprims.cli.demo
+"""
+    found = {unit for unit, _ in _imports_in(source, "syncprims._core")}
+    assert found == {"_core", "errors", "_observe", "config", "cli"}
