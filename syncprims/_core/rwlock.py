@@ -20,22 +20,34 @@ Semantics:
   only (Redisson 4.4+), so readers of a crashed client expire and stop blocking writers;
 * when a reader leaves, the lock's TTL becomes that of the longest live read lease.
 
-There is no writer preference (as in Redisson): a writer waits for a moment with no reader,
-so a constant stream of overlapping readers can delay it (see ``docs/rw-lock.md``).
+There is no writer preference in Redisson: a writer waits for a moment with no reader, so a
+constant stream of overlapping readers can delay it for ever. ``writer_preference=True``
+(syncprims only) adds it: a writer that has to wait puts its field in the sorted set
+``syncprims_rwlock_writers:{name}`` (expiry :data:`WRITER_INTENT_MS`, refreshed by its
+attempts, which come at least every :data:`WRITER_REFRESH_MS`), and readers of syncprims
+clients with writer preference that hold no read lock yet wait while it is there
+(``rw_read_acquire_wp.lua``); the writer removes it when it gets the lock or gives up. A
+crashed writer holds readers back for at most ``WRITER_INTENT_MS``. Readers that do not know
+the set (Redisson clients, syncprims clients without the option) still enter as before, so
+the preference only holds among clients that all use it (``docs/rw-lock.md``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from syncprims._core.lock import LockCore
 from syncprims._core.objects import ExpirableCore
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, RenewalKind, ScriptCall
-from syncprims._protocol.names import key_prefix, prefix_name, rw_lease_prefix
+from syncprims._protocol.names import key_prefix, prefix_name, rw_lease_prefix, rw_writers_name
 
 __all__ = ["ReadLockCore", "ReadWriteLockCore", "WriteLockCore"]
 
 READ_UNLOCK_MESSAGE = "0"
 WRITE_UNLOCK_MESSAGE = "1"
+WRITER_INTENT_MS = 3000  # a waiting writer's entry lives this long unless refreshed
+WRITER_REFRESH_MS = 1000  # a waiting writer attempts (and refreshes) at least this often
 
 
 def _read_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[Arg]]:
@@ -54,9 +66,11 @@ READ_RENEWAL = RenewalKind("read lock", scripts.RW_READ_RENEW, _read_renew_comma
 class _SideCore(LockCore):
     """What both sides share: the hash, the channel ``redisson_rwlock:{name}``."""
 
-    def __init__(self, executor: Executor, name: str) -> None:
+    def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
         self.channel = prefix_name("redisson_rwlock", self.name)
+        self.writer_preference = writer_preference
+        self.writers = rw_writers_name(self.name)
 
 
 class ReadLockCore(_SideCore):
@@ -66,6 +80,12 @@ class ReadLockCore(_SideCore):
     renewal = READ_RENEWAL
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        if self.writer_preference:
+            return ScriptCall(
+                scripts.RW_READ_ACQUIRE_WP,
+                [self.name, rw_lease_prefix(self.name, field), self.writers],
+                [lease, field, f"{field}:write"],
+            )
         return ScriptCall(
             scripts.RW_READ_ACQUIRE,
             [self.name, rw_lease_prefix(self.name, field)],
@@ -112,7 +132,28 @@ class WriteLockCore(_SideCore):
         return f"{super().field(owner)}:write"
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        if self.writer_preference and wait > 0:  # one attempt never waits: nothing to say
+            return ScriptCall(
+                scripts.RW_WRITE_ACQUIRE_WP,
+                [self.name, self.writers],
+                [lease, field, WRITER_INTENT_MS, WRITER_REFRESH_MS],
+            )
         return ScriptCall(scripts.RW_WRITE_ACQUIRE, [self.name], [lease, field])
+
+    def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
+        if not (self.writer_preference and wait > 0):
+            return None
+
+        async def leave() -> None:
+            ex = self._ex
+            await ex.eval(
+                scripts.RW_WRITE_GIVE_UP,
+                [self.writers, self.channel],
+                [field, WRITE_UNLOCK_MESSAGE, self.publish],
+                context=self.context("giving up the wait for"),
+            )
+
+        return leave
 
     def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         ex = self._ex
@@ -145,7 +186,8 @@ class ReadWriteLockCore(ExpirableCore):
 
     kind = "read-write lock"
 
-    def __init__(self, executor: Executor, name: str) -> None:
+    def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
-        self.read_side = ReadLockCore(executor, self.name)
-        self.write_side = WriteLockCore(executor, self.name)
+        self.writer_preference = writer_preference
+        self.read_side = ReadLockCore(executor, self.name, writer_preference=writer_preference)
+        self.write_side = WriteLockCore(executor, self.name, writer_preference=writer_preference)

@@ -108,3 +108,9 @@ def unlock_latch_key(name: str, request_id: str) -> str:
     execution of that unlock so that a retry of the same call returns the same result.
     """
     return prefix_name("redisson_unlock_latch", name) + ":" + request_id
+
+
+def rw_writers_name(name: str) -> str:
+    """The waiting writers of a read-write lock with writer preference (syncprims only):
+    ``syncprims_rwlock_writers:{name}``, a sorted set of writer fields by expiry."""
+    return prefix_name("syncprims_rwlock_writers", name)

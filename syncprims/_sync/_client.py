@@ -140,18 +140,28 @@ class Client:
         return FairLock(_with_callback(FairLockCore(self._ex, name), on_lost))
 
     def get_read_write_lock(
-        self, name: str, *, on_lost: LostCallback | None = None
+        self, name: str, *, writer_preference: bool = False, on_lost: LostCallback | None = None
     ) -> ReadWriteLock:
         """The read-write lock called ``name`` (no Redis call is made).
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
+            writer_preference: ``True``: a writer that has to wait holds back new readers
+                (of clients that also ask for it) until it has had the lock, so that a
+                stream of overlapping readers cannot starve it. Redisson has no such
+                option; its readers, and those of clients without it, are not held back
+                (see the read-write lock guide). ``False`` (default): Redisson's behaviour.
             on_lost: as in [`get_lock`][syncprims.Client.get_lock] (for both sides).
 
         Raises:
-            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
+            TypeError, ValueError: a bad name, ``writer_preference`` not a ``bool``, or
+                ``on_lost`` not callable.
         """
-        core = ReadWriteLockCore(self._ex, name)
+        if not isinstance(writer_preference, bool):
+            raise TypeError(
+                f"writer_preference must be a bool, not {type(writer_preference).__name__}"
+            )
+        core = ReadWriteLockCore(self._ex, name, writer_preference=writer_preference)
         _with_callback(core.read_side, on_lost)
         _with_callback(core.write_side, on_lost)
         return ReadWriteLock(core)

@@ -77,6 +77,12 @@ def _target(
     }
 
 
+def _bound(value: float | None, limit: float) -> dict[str, Any]:
+    if value is None:
+        return {"holds": None, "detail": "not measured"}
+    return {"holds": value <= limit, "detail": f"{value:,.3f} vs {limit:,.3f}"}
+
+
 def targets(rows: list[Row]) -> list[dict[str, Any]]:
     """The issue's targets, each with whether it holds in this run."""
     u = "uncontended"
@@ -114,6 +120,11 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
                 _find(rows, "redlock-frozen", "syncprims RedLock x5, 2 frozen", "pair p50"),
                 _find(rows, "redlock-frozen", "syncprims RedLock x5, 0 frozen", "pair p50"),
                 "<=", 2.0),
+        {
+            "target": "rw, writer preference, readers back to back: writer wait max <= 50 ms",
+            **_bound(_find(rows, "rw", "ReadWriteLock, readers back to back, writer preference",
+                           "writer wait max"), 50.0),
+        },
         _target("contended handoffs/s >= 1.3 x python-redis-lock",
                 _find(rows, "contended", "syncprims", "handoffs/s"),
                 _find(rows, "contended", "python-redis-lock", "handoffs/s"), ">=", 1.3),

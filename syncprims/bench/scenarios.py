@@ -473,13 +473,14 @@ class _RwReaders:
     threads: int
     think: float  # seconds a reader pauses between two read holds
     stop_at: float  # wall clock
+    writer_preference: bool = False
 
 
 def _rw_reader(job: _RwReaders, ready: Any, out: Any) -> None:
     import syncprims
 
     client = syncprims.connect(job.url)
-    read = client.get_read_write_lock(job.key).read_lock()
+    read = client.get_read_write_lock(job.key, writer_preference=job.writer_preference).read_lock()
     counts = [0] * job.threads
 
     def run(index: int) -> None:
@@ -501,7 +502,9 @@ def _rw_reader(job: _RwReaders, ready: Any, out: Any) -> None:
     client.shutdown()
 
 
-def _one_rw_run(url: str, think: float, writes: int, cap: float) -> tuple[list[float], int]:
+def _one_rw_run(
+    url: str, think: float, writes: int, cap: float, preference: bool = False
+) -> tuple[list[float], int]:
     """Writer waits (ms; ``cap`` for a write that timed out) and how many timed out."""
     import syncprims
 
@@ -511,7 +514,10 @@ def _one_rw_run(url: str, think: float, writes: int, cap: float) -> tuple[list[f
     budget = 1.0 + writes * (cap + 0.1)
     stop_at = time.time() + 60 + budget  # readers start within 60 s, then cycle long enough
     readers = [
-        ctx.Process(target=_rw_reader, args=(_RwReaders(url, key, 2, think, stop_at), ready, out))
+        ctx.Process(
+            target=_rw_reader,
+            args=(_RwReaders(url, key, 2, think, stop_at, preference), ready, out),
+        )
         for _ in range(4)
     ]
     for p in readers:
@@ -522,7 +528,7 @@ def _one_rw_run(url: str, think: float, writes: int, cap: float) -> tuple[list[f
     waits: list[float] = []
     timeouts = 0
     with syncprims.connect(url) as client:
-        write = client.get_read_write_lock(key).write_lock()
+        write = client.get_read_write_lock(key, writer_preference=preference).write_lock()
         time.sleep(0.3)  # the readers are cycling
         for _ in range(writes):
             begin = time.monotonic()
@@ -542,19 +548,23 @@ def _one_rw_run(url: str, think: float, writes: int, cap: float) -> tuple[list[f
 def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
     """Scenario 4: 8 readers cycling (1 ms holds); how long a writer waits for the lock.
 
-    The read-write lock has no writer preference (as in Redisson): a writer gets in only at
-    a moment when no reader holds the lock. Readers that hold back to back (no pause) can
-    starve it; each write waits at most ``cap`` seconds and counts as timed out then.
+    By default the read-write lock has no writer preference (as in Redisson): a writer gets
+    in only at a moment when no reader holds the lock. Readers that hold back to back (no
+    pause) can starve it; each write waits at most ``cap`` seconds and counts as timed out
+    then. With ``writer_preference=True`` (readers and writer) a waiting writer holds back
+    new readers.
     """
-    writes, cap = (5, 2.0) if settings.quick else (10, 5.0)
+    writes, cap = (5, 2.0) if settings.quick else (20, 5.0)
     rows: list[Row] = []
-    for think in (0.0, 0.002):
+    for think, preference in ((0.0, False), (0.002, False), (0.0, True)):
         label = "readers back to back" if think == 0 else "readers pause 2 ms"
+        if preference:
+            label += ", writer preference"
         p50: list[float] = []
         worst: list[float] = []
         timed_out: list[float] = []
         for repeat in range(settings.repeats):
-            waits, timeouts = _one_rw_run(urls[0], think, writes, cap)
+            waits, timeouts = _one_rw_run(urls[0], think, writes, cap, preference)
             waits.sort()
             p50.append(_quantile(waits, 0.5))
             worst.append(waits[-1])
