@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import redis
 
 from syncprims.bench.history import Hold, analyse
 from syncprims.bench.peers import available, open_peer
@@ -278,6 +279,7 @@ CONTENDED = [
     "python-redis-lock",
     "redis-py Lock",
     "pottery Redlock",
+    "BLPOP floor",
 ]
 
 
@@ -292,18 +294,25 @@ class _Contender:
 
 
 def _contender(job: _Contender, ready: Any, start: Any, out: Any) -> None:
+    """One worker process: ``threads`` threads, each with its own client (as users run it),
+    looping acquire -> GET/SET a counter (non-atomic: a lost update shows an overlap) ->
+    release."""
     peer, urls, key, worker, threads, seconds = attrs.astuple(job, recurse=False)
-    session = open_peer(peer, urls)
+    sessions = [open_peer(peer, urls) for _ in range(threads)]
+    counters = [redis.Redis.from_url(urls[0]) for _ in range(threads)]
     holds: list[tuple[int, int, int, int]] = []
     mutex = threading.Lock()
 
     def run(thread: int) -> None:
-        lock = session.lock(key)
+        lock = sessions[thread].lock(key)
+        counter = counters[thread]
         local = []
         stop = time.monotonic() + seconds
         while time.monotonic() < stop:
             lock.acquire()
             acquired = time.monotonic_ns()
+            value = int(counter.get(f"{key}:counter") or 0)
+            counter.set(f"{key}:counter", value + 1)
             released = time.monotonic_ns()
             lock.release()
             local.append((worker, thread, acquired, released))
@@ -318,14 +327,46 @@ def _contender(job: _Contender, ready: Any, start: Any, out: Any) -> None:
     for t in pool:
         t.join()
     out.put(holds)
-    session.close()
+    for session in sessions:
+        session.close()
+    for counter in counters:
+        counter.close()
+
+
+def _jain(counts: list[int]) -> float:
+    """Jain's fairness index of per-worker counts: 1 when equal, 1/n when one takes all."""
+    total = sum(counts)
+    squares = sum(c * c for c in counts)
+    return total * total / (len(counts) * squares) if squares else 0.0
+
+
+@attrs.frozen
+class _ContendedRun:
+    handoffs_per_s: float
+    acquisitions_per_s: float
+    overlaps: int
+    lost_updates: int  # critical sections whose counter update was lost (overlap)
+    fairness: float  # Jain's index over the worker threads
+    evalsha_per_acquisition: float | None  # Redis INFO commandstats, syncprims peers only
+
+
+def _commandstats(url: str) -> dict[str, int]:
+    client = redis.Redis.from_url(url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
 
 
 def _one_contended_run(
     peer: str, urls: list[str], seconds: float, processes: int = 4, threads: int = 2
-) -> tuple[float, float, int]:
+) -> _ContendedRun:
     ctx = multiprocessing.get_context("spawn")
     key = _key("c")
+    if peer == "BLPOP floor":  # the one token
+        with redis.Redis.from_url(urls[0]) as r:
+            r.lpush(key, 1)
     ready, start, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     workers = [
         ctx.Process(
@@ -340,40 +381,79 @@ def _one_contended_run(
     for _ in workers:
         if not ready.acquire(timeout=60):
             raise RuntimeError(f"{peer}: a worker process did not start")
+    before = _commandstats(urls[0])
     start.set()
     batches = [out.get(timeout=seconds + 60) for _ in workers]
+    after = _commandstats(urls[0])
     for p in workers:
         p.join(10)
     holds = [Hold(*h) for batch in batches for h in batch]
     overlaps, handoffs = analyse(holds)
-    return len(handoffs) / seconds, len(holds) / seconds, overlaps
+    with redis.Redis.from_url(urls[0]) as r:
+        counted = int(r.get(f"{key}:counter") or 0)
+        r.delete(key, f"{key}:counter")
+    per_thread: dict[tuple[int, int], int] = {}
+    for h in holds:
+        per_thread[(h.worker, h.thread)] = per_thread.get((h.worker, h.thread), 0) + 1
+    counts = list(per_thread.values()) + [0] * (processes * threads - len(per_thread))
+    evalsha = None
+    if peer.startswith("syncprims") and holds:
+        evalsha = (after.get("evalsha", 0) - before.get("evalsha", 0)) / len(holds)
+    return _ContendedRun(
+        len(handoffs) / seconds,
+        len(holds) / seconds,
+        overlaps,
+        len(holds) - counted,
+        _jain(counts),
+        evalsha,
+    )
 
 
 def contended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenario 3: 4 processes x 2 threads on one lock: handoffs between workers per second.
+    """Scenario 3: 4 processes x 2 threads, each thread with its own client, on one lock,
+    with a GET/SET counter as the critical section: acquisitions/s, handoffs between
+    workers per second, Jain's fairness over the 8 workers, lost counter updates (must be
+    0), and for syncprims the EVALSHA calls per acquisition (``INFO commandstats``: a
+    failed acquire attempt is one more).
 
     A handoff is the lock passing to a *different* worker; re-acquisitions by the releaser
-    are counted in acquisitions/s only. Any overlap of two holds is reported (and is a bug).
+    are counted in acquisitions/s only. The BLPOP floor is a one-token list (the least a
+    handoff through Redis can cost).
     """
     peers = _present(CONTENDED, progress)
-    handoffs: dict[str, list[float]] = {p: [] for p in peers}
-    acquisitions: dict[str, list[float]] = {p: [] for p in peers}
-    overlaps: dict[str, list[float]] = {p: [] for p in peers}
+    runs: dict[str, list[_ContendedRun]] = {p: [] for p in peers}
     for repeat in range(settings.repeats):
         for peer in peers:
-            h, a, o = _one_contended_run(peer, urls, settings.contended_seconds)
-            handoffs[peer].append(h)
-            acquisitions[peer].append(a)
-            overlaps[peer].append(o)
+            run = _one_contended_run(peer, urls, settings.contended_seconds)
+            runs[peer].append(run)
+            extra = (
+                f"  {run.evalsha_per_acquisition:.1f} EVALSHA/acq"
+                if run.evalsha_per_acquisition is not None
+                else ""
+            )
             progress(
                 f"  contended    run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                f"{h:8,.0f} handoffs/s  {a:8,.0f} acquisitions/s  overlaps {o}"
+                f"{run.acquisitions_per_s:8,.0f} acquisitions/s  {run.handoffs_per_s:8,.0f} "
+                f"handoffs/s  Jain {run.fairness:.2f}  overlaps {run.overlaps}  lost updates "
+                f"{run.lost_updates}{extra}"
             )
-    rows = [Row("contended", p, "handoffs/s", "1/s", tuple(v)) for p, v in handoffs.items()]
-    rows += [
-        Row("contended", p, "acquisitions/s", "1/s", tuple(v)) for p, v in acquisitions.items()
-    ]
-    rows += [Row("contended", p, "overlaps", "count", tuple(v)) for p, v in overlaps.items()]
+    rows: list[Row] = []
+    for p, done in runs.items():
+        rows += [
+            Row("contended", p, "acquisitions/s", "1/s", tuple(r.acquisitions_per_s for r in done)),
+            Row("contended", p, "handoffs/s", "1/s", tuple(r.handoffs_per_s for r in done)),
+            Row("contended", p, "Jain fairness", "ratio", tuple(r.fairness for r in done)),
+            Row(
+                "contended",
+                p,
+                "overlaps",
+                "count",
+                tuple(r.overlaps + r.lost_updates for r in done),
+            ),
+        ]
+        calls = [r.evalsha_per_acquisition for r in done if r.evalsha_per_acquisition is not None]
+        if calls:
+            rows.append(Row("contended", p, "EVALSHA per acquisition", "ratio", tuple(calls)))
     return rows
 
 
