@@ -46,6 +46,7 @@ class FairLockCore(LockCore):
     """The FairLock algorithms."""
 
     kind = "fair lock"
+    one_wake = False  # scripts of its own
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)

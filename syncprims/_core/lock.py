@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from syncprims import _observe
 from syncprims._core.objects import ExpirableCore
@@ -39,10 +39,17 @@ from syncprims._protocol.contracts import (
     RenewalKind,
     ScriptCall,
     Wakeable,
+    WakePolicy,
 )
 from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.loss import LossReason
-from syncprims._protocol.names import lock_channel, unlock_latch_key
+from syncprims._protocol.names import (
+    lock_channel,
+    lock_herald_channel,
+    lock_reservation_name,
+    lock_waiters_name,
+    unlock_latch_key,
+)
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
 
@@ -58,10 +65,43 @@ def lock_policy(waiters: Wakeable, message: bytes) -> None:
     Unlike Redisson, ``1`` also leaves a permit for each local user that is between two
     attempts, so that none of them sleeps until the TTL on a message it just missed.
     """
+    waiters.take_note()  # a herald's note is for the rule below, never for a later message
     if message == b"1":
         waiters.wake_all()
     else:
         waiters.wake(1)
+
+
+def one_wake_policy(client_id: str) -> WakePolicy:
+    """The wake-up rule of an RLock channel with one wake-up per release: a ``0`` that a
+    herald note names another client for lets this client's waiters sleep on; a ``0`` naming
+    this client, or with no note (a release by a Redisson client, or a herald this client
+    has not subscribed yet), wakes one local waiter, as :func:`lock_policy` does."""
+    me = client_id.encode()
+
+    def policy(waiters: Wakeable, message: bytes) -> None:
+        note = waiters.take_note()
+        if message == b"1":
+            waiters.wake_all()
+        elif note is None or note == me:
+            waiters.wake(1)
+
+    return policy
+
+
+def herald_policy(channel: str) -> WakePolicy:
+    """The rule of an RLock's herald channel: its message (the client id a release names)
+    is left as a note for the very next message on the lock's ``channel``."""
+
+    def policy(waiters: Wakeable, message: bytes) -> None:
+        waiters.tell(channel, message)
+
+    return policy
+
+
+ONE_WAKE_ENTRY_MS = 10_000  # a waiting client's registration lives this long (NX: not renewed)
+ONE_WAKE_SLICE_MS = 1_000  # a registered waiter attempts (and re-registers) at least this often
+ONE_WAKE_RESERVATION_MS = 100  # a released lock waits this long, at most, for the named client
 
 
 def _lock_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[Arg]]:
@@ -79,10 +119,18 @@ class LockCore(ExpirableCore):
 
     kind = "lock"
     renewal: RenewalKind = LOCK_RENEWAL
+    # One wake-up per release (the waiting clients' registry and the herald channel): the
+    # RLock's own scripts only; kinds with scripts of their own turn it off.
+    one_wake = True
+    # (client id, lock name) -> tokens of this process's callers waiting for it now
+    _local_waiters: ClassVar[dict[tuple[str, str], set[object]]] = {}
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
         self.channel = lock_channel(self.name)
+        self.waiters = lock_waiters_name(self.name)
+        self.herald = lock_herald_channel(self.name)
+        self.reservation = lock_reservation_name(self.name)
         # owner field -> lease (ms) of that owner's last acquire, re-armed by a partial unlock
         self._leases: dict[str, int] = {}
         # Lock-loss notification (see the module docstring).
@@ -109,7 +157,24 @@ class LockCore(ExpirableCore):
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
         """The acquire script call for ``field`` (``wait``: the caller's wait time, seconds)."""
-        return ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
+        if not self.one_wake:
+            return ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
+        client = self._ex.client_id
+        waiting = len(self._local_waiters.get((client, self.name), ()))
+        others = waiting - 1 if wait > 0 else waiting  # a waiting caller counts itself
+        return ScriptCall(
+            scripts.LOCK_ACQUIRE_ONE,
+            [self.name, self.waiters, self.reservation],
+            [
+                lease,
+                field,
+                client,
+                "1" if wait > 0 else "0",
+                "1" if others > 0 else "0",
+                ONE_WAKE_ENTRY_MS,
+                ONE_WAKE_SLICE_MS,
+            ],
+        )
 
     def wait_channel(self, field: str) -> str:
         """The channel that announces a release to ``field``'s waits."""
@@ -117,7 +182,21 @@ class LockCore(ExpirableCore):
 
     def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
         """What to run when ``field`` stops waiting without the lock (``None``: nothing)."""
-        return None
+        if not (self.one_wake and wait > 0):
+            return None
+
+        async def leave() -> None:  # unless other callers of this client still wait
+            ex = self._ex
+            if len(self._local_waiters.get((ex.client_id, self.name), ())) <= 1:
+                await ex.command(
+                    "ZREM",
+                    self.waiters,
+                    ex.client_id,
+                    context=self.context("giving up the wait for"),
+                    route=self.name,
+                )
+
+        return leave
 
     async def on_abandoned_attempt(self, field: str, wait: float, late_reply: Any) -> None:
         """The late reply of an attempt whose caller went away: undo what it did."""
@@ -127,10 +206,19 @@ class LockCore(ExpirableCore):
     def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         """The unlock script call; its reply: nil (not held), 0 (still held), 1 (released)."""
         ex = self._ex
+        args: list[Arg] = [
+            UNLOCK_MESSAGE,
+            lease,
+            field,
+            self.publish,
+            ex.bounds.unlock_latch_ttl_ms,
+        ]
+        if not self.one_wake:
+            return ScriptCall(scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args)
         return ScriptCall(
-            scripts.LOCK_UNLOCK,
-            [self.name, self.channel, latch],
-            [UNLOCK_MESSAGE, lease, field, self.publish, ex.bounds.unlock_latch_ttl_ms],
+            scripts.LOCK_UNLOCK_ONE,
+            [self.name, self.channel, latch, self.waiters, self.herald, self.reservation],
+            [*args, ONE_WAKE_RESERVATION_MS],
         )
 
     def force_unlock_command(self) -> ScriptCall:
@@ -306,19 +394,32 @@ class LockCore(ExpirableCore):
                 probe.busy(ttl)
             return ttl
 
+        one_wake = self.one_wake and wait > 0
+        waiting_key = (self._ex.client_id, self.name)
+        token = object()
+        if one_wake:
+            self._local_waiters.setdefault(waiting_key, set()).add(token)
         try:
             acquired = await acquire_loop(
                 self._ex,
                 attempt,
                 channel=self.wait_channel(field),
-                policy=lock_policy,
+                policy=one_wake_policy(self._ex.client_id) if one_wake else lock_policy,
                 wait=wait,
                 on_give_up=self.give_up(field, wait),
                 route=self.name,
+                herald=(self.herald, herald_policy(self.channel)) if one_wake else None,
             )
         except BaseException:
             probe.finish("error")
             raise
+        finally:
+            if one_wake:
+                tokens = self._local_waiters.get(waiting_key)
+                if tokens is not None:
+                    tokens.discard(token)
+                    if not tokens:
+                        self._local_waiters.pop(waiting_key, None)
         probe.finish("acquired" if acquired else "timeout")
         return acquired
 

@@ -66,6 +66,8 @@ READ_RENEWAL = RenewalKind("read lock", scripts.RW_READ_RENEW, _read_renew_comma
 class _SideCore(LockCore):
     """What both sides share: the hash, the channel ``redisson_rwlock:{name}``."""
 
+    one_wake = False  # scripts of its own
+
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
         self.channel = prefix_name("redisson_rwlock", self.name)

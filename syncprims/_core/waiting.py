@@ -49,6 +49,7 @@ async def acquire_loop(
     wait: float,
     route: str | None = None,
     on_give_up: Callable[[], Awaitable[None]] | None = None,
+    herald: tuple[str, WakePolicy] | None = None,
 ) -> bool:
     """Acquire with ``attempt`` within ``wait`` seconds (``math.inf``: no limit).
 
@@ -61,6 +62,8 @@ async def acquire_loop(
         wait: seconds; 0 for a single attempt.
         on_give_up: awaited when the wait ends without the resource, also when the caller
             is cancelled or interrupted while waiting (a fair lock leaves its queue).
+        herald: a second channel and its rule, subscribed for as long as ``channel``: its
+            messages leave notes that ``policy`` reads (an RLock's one wake-up per release).
 
     Returns:
         ``True`` when acquired, ``False`` when ``wait`` ran out.
@@ -94,9 +97,14 @@ async def acquire_loop(
         return False
     config = ex.config
     backoff = MIN_BACKOFF
+    herald_sub = None
     try:
+        if herald is not None:
+            herald_sub = await ex.subscribe(herald[0], herald[1], route)
         sub = await ex.subscribe(channel, policy, route)
     except BaseException:
+        if herald_sub is not None:
+            ex.unsubscribe(herald_sub)
         await _give_up(on_give_up, quietly=True)
         raise
     try:
@@ -123,6 +131,8 @@ async def acquire_loop(
         raise
     finally:
         ex.unsubscribe(sub)
+        if herald_sub is not None:
+            ex.unsubscribe(herald_sub)
     await _give_up(on_give_up)
     return False
 

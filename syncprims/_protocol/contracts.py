@@ -128,6 +128,15 @@ class Wakeable(Protocol):
     def wake_all(self) -> None:
         """Wake every waiter, blocked now or about to wait."""
 
+    def tell(self, channel: str, note: bytes) -> None:
+        """Leave ``note`` on ``channel``'s entry of the same subscriber connection, for the
+        next message on that channel (nothing when this client does not subscribe to it).
+        Messages of one connection are handled in order, so a note left by one message is
+        seen by the next message on ``channel`` when both were published by one script."""
+
+    def take_note(self) -> bytes | None:
+        """The note left on this channel (see :meth:`tell`), removing it."""
+
 
 WakePolicy = Callable[[Wakeable, bytes], None]
 """How a message on a channel wakes that channel's local waiters."""

@@ -114,3 +114,21 @@ def rw_writers_name(name: str) -> str:
     """The waiting writers of a read-write lock with writer preference (syncprims only):
     ``syncprims_rwlock_writers:{name}``, a sorted set of writer fields by expiry."""
     return prefix_name("syncprims_rwlock_writers", name)
+
+
+def lock_waiters_name(name: str) -> str:
+    """The syncprims clients waiting for an RLock (syncprims only):
+    ``syncprims_lock_waiters:{name}``, a sorted set of client ids by expiry."""
+    return prefix_name("syncprims_lock_waiters", name)
+
+
+def lock_herald_channel(name: str) -> str:
+    """The channel on which an RLock release names the one syncprims client to wake
+    (syncprims only): ``syncprims_lock_herald:{name}``."""
+    return prefix_name("syncprims_lock_herald", name)
+
+
+def lock_reservation_name(name: str) -> str:
+    """Which syncprims client a released RLock is reserved for, briefly (syncprims only):
+    ``syncprims_lock_next:{name}``."""
+    return prefix_name("syncprims_lock_next", name)

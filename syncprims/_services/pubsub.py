@@ -95,6 +95,7 @@ class Subscription:
         "error",
         "idle_since",
         "latch",
+        "note",
         "policy",
         "ready",
         "refcount",
@@ -110,6 +111,7 @@ class Subscription:
         self.latch = Latch()
         self.ready = Signal()
         self.error: ServerReplyError | None = None  # Redis refused the SUBSCRIBE
+        self.note: bytes | None = None  # left by a message on a paired channel (tell())
 
     def raise_if_refused(self) -> None:
         """Raise the ``ServerReplyError`` with which Redis refused this subscription, if any."""
@@ -127,6 +129,18 @@ class Subscription:
         n = self.refcount
         if n > 0:
             self.latch.release(n, cap=n)
+
+    def tell(self, channel: str, note: bytes) -> None:
+        """Leave ``note`` for the next message on ``channel`` (called by a wake-up rule, with
+        the table's mutex held by :meth:`SubscriptionTable.dispatch`)."""
+        other = self.table.entries.get(channel)
+        if other is not None:
+            other.note = note
+
+    def take_note(self) -> bytes | None:
+        """The note left on this channel, removing it."""
+        note, self.note = self.note, None
+        return note
 
 
 class SubscriptionTable:

@@ -1,0 +1,50 @@
+-- RLock unlock with one wake-up per release (syncprims; Redisson's layout and message).
+-- lock_unlock.lua; in addition, when the lock is released and a syncprims client waits
+-- (lock_acquire_one.lua registered it), the oldest live one is named on the herald channel
+-- right before the "0" on Redisson's channel: both messages come from this script, so
+-- every subscriber reads them one after the other, and syncprims clients other than the
+-- named one let that "0" pass. Redisson's waiters read the "0" as always.
+-- KEYS[1] lock name
+-- KEYS[2] unlock channel "redisson_lock__channel:{name}"
+-- KEYS[3] unlock latch "redisson_unlock_latch:{name}:<request id>"
+-- KEYS[4] waiting clients "syncprims_lock_waiters:{name}"
+-- KEYS[5] herald channel "syncprims_lock_herald:{name}"
+-- KEYS[6] reservation "syncprims_lock_next:{name}": the named client gets the free lock
+--         before other syncprims callers for ARGV[6] ms
+-- ARGV[1] unlock message ("0")
+-- ARGV[2] lease to re-arm when the hold count stays above 0, milliseconds
+-- ARGV[3] owner field
+-- ARGV[4] publish command ("PUBLISH" or "SPUBLISH")
+-- ARGV[5] latch TTL, milliseconds
+-- ARGV[6] reservation TTL, milliseconds
+-- Reply: nil when the owner does not hold the lock, 0 when a reentrant hold was released
+--        (still held), 1 when the lock was released (key deleted, message published).
+--        A retry of the same request returns the first execution's reply.
+local val = redis.call('get', KEYS[3])
+if val ~= false then
+    return tonumber(val)
+end
+if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
+    return nil
+end
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if (counter > 0) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
+    return 0
+end
+redis.call('del', KEYS[1])
+if redis.call('exists', KEYS[4]) == 1 then
+    local now = redis.call('time')
+    local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    redis.call('zremrangebyscore', KEYS[4], '-inf', ms)
+    local head = redis.call('zrange', KEYS[4], 0, 0)
+    if head[1] then
+        redis.call('zrem', KEYS[4], head[1])
+        redis.call('set', KEYS[6], head[1], 'px', ARGV[6])
+        redis.call(ARGV[4], KEYS[5], head[1])
+    end
+end
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+return 1

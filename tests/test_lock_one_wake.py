@@ -1,0 +1,179 @@
+"""RLock: one wake-up per release among syncprims clients (docs/design.md, "Waking waiters").
+
+A release names the syncprims client that has waited longest (herald channel) and reserves
+the free lock for it briefly; other clients' waiters sleep on; a release without a herald
+(a Redisson client's) wakes as before; a reservation for a client that is gone runs out.
+On every backend (fakeredis, a real server, a cluster), both faces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from syncprims._core.lock import (
+    ONE_WAKE_RESERVATION_MS,
+    herald_policy,
+    lock_policy,
+    one_wake_policy,
+)
+from syncprims._protocol import scripts
+from syncprims._protocol.names import (
+    lock_channel,
+    lock_reservation_name,
+    lock_waiters_name,
+)
+from tests.harness import Face, raw_redis, within
+
+
+@pytest.fixture
+def raw(url: str) -> Iterator[Any]:
+    client = raw_redis(url)
+    yield client
+    client.close()
+
+
+async def _registered(raw: Any, name: str, count: int, timeout: float = 5.0) -> list[bytes]:
+    """The waiting clients, once ``count`` have registered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        members: list[bytes] = raw.zrange(lock_waiters_name(name), 0, -1)
+        if len(members) >= count or time.monotonic() > deadline:
+            return members
+        await asyncio.sleep(0.01)
+
+
+async def test_a_release_wakes_the_longest_waiting_client_only(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    holder_client = await face.connect(url)
+    first, second = await face.connect(url), await face.connect(url)
+    holder = face.actor()
+    await holder(holder_client.get_lock(name).lock)
+    a, b = face.actor(), face.actor()
+    wait_a = asyncio.ensure_future(a(first.get_lock(name).try_lock, wait_time=20))
+    assert await _registered(raw, name, 1)
+    wait_b = asyncio.ensure_future(b(second.get_lock(name).try_lock, wait_time=20))
+    order = await _registered(raw, name, 2)
+    assert len(order) == 2  # both registered, the first one first
+    await holder(holder_client.get_lock(name).unlock)
+    assert await within(10, wait_a)  # the one that waited longest
+    await asyncio.sleep(0.3)
+    assert not wait_b.done()  # the other slept on: it was not named
+    assert await _registered(raw, name, 1) == [order[1]]
+    await a(first.get_lock(name).unlock)
+    assert await within(10, wait_b)  # named by the next release
+    await b(second.get_lock(name).unlock)
+    assert raw.exists(lock_waiters_name(name)) == 0
+
+
+async def test_a_release_by_a_redisson_client_still_wakes_a_waiter(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    # A Redisson client's unlock publishes only "0" (no herald): every syncprims client wakes
+    # one waiter, as before.
+    client = await face.connect(url)
+    raw.hset(name, "redisson-client:1", 1)
+    raw.pexpire(name, 60_000)
+    waiter = face.actor()
+    waiting = asyncio.ensure_future(waiter(client.get_lock(name).try_lock, wait_time=20))
+    assert await _registered(raw, name, 1)
+    await asyncio.sleep(0.2)  # subscribed and asleep (the holder's TTL is 60 s)
+    started = time.monotonic()
+    raw.evalsha(
+        raw.script_load(scripts.LOCK_UNLOCK.source), 3, name, lock_channel(name),
+        f"redisson_unlock_latch:{{{name}}}:x", "0", 30_000, "redisson-client:1",
+        raw_publish(url), 10_000,
+    )  # fmt: skip
+    assert await within(10, waiting)
+    assert time.monotonic() - started < 0.9  # woken by the message, not its 1 s re-check
+    await waiter(client.get_lock(name).unlock)
+
+
+def raw_publish(url: str) -> str:
+    return "SPUBLISH" if "cluster" in url else "PUBLISH"
+
+
+async def test_a_reservation_for_a_client_that_is_gone_runs_out(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    client = await face.connect(url)
+    lock = client.get_lock(name)
+    actor = face.actor()
+    raw.set(lock_reservation_name(name), "gone-client", px=ONE_WAKE_RESERVATION_MS)
+    assert not await actor(lock.try_lock)  # reserved for the named client
+    started = time.monotonic()
+    assert await actor(lock.try_lock, wait_time=5)  # then free for anyone
+    assert time.monotonic() - started < 2
+    await actor(lock.unlock)
+
+
+async def test_a_named_client_takes_its_reservation(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    client = await face.connect(url)
+    lock = client.get_lock(name)
+    actor = face.actor()
+    raw.set(lock_reservation_name(name), client.id, px=5_000)
+    assert await actor(lock.try_lock)
+    assert raw.exists(lock_reservation_name(name)) == 0
+    await actor(lock.unlock)
+
+
+async def test_giving_up_leaves_the_registry(face: Face, url: str, name: str, raw: Any) -> None:
+    owner_client, client = await face.connect(url), await face.connect(url)
+    owner, waiter = face.actor(), face.actor()
+    await owner(owner_client.get_lock(name).lock)
+    assert not await waiter(client.get_lock(name).try_lock, wait_time=0.3)
+    assert raw.zcard(lock_waiters_name(name)) == 0
+    await owner(owner_client.get_lock(name).unlock)
+    assert raw.exists(lock_reservation_name(name)) == 0  # nobody was named
+
+
+class _Entry:
+    """A stand-in for a channel's local waiters (Wakeable) in one subscriber table."""
+
+    def __init__(self, table: dict[str, _Entry], channel: str) -> None:
+        self.table, self.channel = table, channel
+        table[channel] = self
+        self.note: bytes | None = None
+        self.woken = 0
+
+    def wake(self, n: int) -> None:
+        self.woken += n
+
+    def wake_all(self) -> None:
+        self.woken += 100
+
+    def tell(self, channel: str, note: bytes) -> None:
+        other = self.table.get(channel)
+        if other is not None:
+            other.note = note
+
+    def take_note(self) -> bytes | None:
+        note, self.note = self.note, None
+        return note
+
+
+def test_the_wake_rules() -> None:
+    table: dict[str, _Entry] = {}
+    lock, herald = _Entry(table, "lock"), _Entry(table, "herald")
+    mine = one_wake_policy("me")
+    herald_rule = herald_policy("lock")
+    herald_rule(herald, b"someone-else")
+    mine(lock, b"0")
+    assert lock.woken == 0  # named another client
+    herald_rule(herald, b"me")
+    mine(lock, b"0")
+    assert lock.woken == 1  # named this client
+    mine(lock, b"0")
+    assert lock.woken == 2  # no note: a Redisson release wakes one, as always
+    herald_rule(herald, b"someone-else")
+    lock_policy(lock, b"0")  # the plain rule wakes one and drops the note
+    assert lock.woken == 3 and lock.note is None
+    mine(lock, b"1")
+    assert lock.woken == 103  # "1" wakes everyone
