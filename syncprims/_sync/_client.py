@@ -34,11 +34,15 @@ from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 
 __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_many"]
+
 log = logging.getLogger("syncprims")
+
 Source = str | redis.Redis | redis.ConnectionPool | redis.RedisCluster
-"A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."
+"""A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."""
+
+
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]
-"The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."
+"""The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."""
 
 
 @contextlib.contextmanager
@@ -59,7 +63,7 @@ def _holding(
 
 
 def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
-    if on_lost is not None and (not callable(on_lost)):
+    if on_lost is not None and not callable(on_lost):
         raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
     core.on_lost = on_lost
     return core
@@ -80,10 +84,11 @@ class Client:
     """
 
     __slots__ = ("_ex",)
+
     _ex: _Executor
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        raise TypeError("make a Client with syncprims.asyncio.connect(...)")
+        raise TypeError("make a Client with syncprims.connect(...)")
 
     @classmethod
     def _wrap(cls, executor: _Executor) -> Self:
@@ -260,7 +265,9 @@ class Client:
         if lease_time is not None:
             lease_ms(lease_time)
 
-        def decorate(func: Callable[P, T]) -> Callable[P, T]:
+        def decorate(
+            func: Callable[P, T],
+        ) -> Callable[P, T]:
             require_plain_function(func)
             namer = lock_namer(name, func)
 
@@ -344,10 +351,11 @@ class MasterSet:
     """
 
     __slots__ = ("_clients",)
+
     _clients: tuple[Client, ...]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        raise TypeError("make a MasterSet with syncprims.asyncio.connect_many(...)")
+        raise TypeError("make a MasterSet with syncprims.connect_many(...)")
 
     @classmethod
     def _wrap(cls, clients: Sequence[Client]) -> Self:
@@ -398,7 +406,9 @@ class MasterSet:
         self.shutdown()
 
 
-def connect_many(sources: Sequence[Source], /, **options: Unpack[ConnectOptions]) -> MasterSet:
+def connect_many(
+    sources: Sequence[Source], /, **options: Unpack[ConnectOptions]
+) -> MasterSet:
     """Connect to several independent Redis masters (for RedLock and MultiLock).
 
     Each master gets its own client. ``timeout`` defaults to 0.5 s here (not the redis-py

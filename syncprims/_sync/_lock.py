@@ -54,6 +54,7 @@ class RLock(RExpirable):
     """
 
     __slots__ = ()
+
     _core: LockCore
 
     def lock(self, lease_time: Duration | None = None) -> None:
@@ -109,6 +110,7 @@ class RLock(RExpirable):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
+
         return _run(self._core.force_unlock())
 
     def is_locked(self) -> bool:
@@ -117,6 +119,7 @@ class RLock(RExpirable):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
+
         return _run(self._core.is_locked())
 
     def is_held_by_current_thread(self) -> bool:
@@ -199,7 +202,9 @@ class RLock(RExpirable):
         [`is_locked`][syncprims.RLock.is_locked]."""
         return _run(self._core.is_locked())
 
-    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+    def __call__(
+        self, func: Callable[P, T]
+    ) -> Callable[P, T]:
         """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
 
         Raises:
@@ -290,6 +295,7 @@ class ReadWriteLock(RExpirable):
     """
 
     __slots__ = ("_read", "_write")
+
     _core: ReadWriteLockCore
 
     def __init__(self, core: ReadWriteLockCore) -> None:
@@ -324,6 +330,7 @@ class FencedLock(RLock):
     """
 
     __slots__ = ()
+
     _core: FencedLockCore
 
     def lock_and_get_token(self, lease_time: Duration | None = None) -> int:
@@ -349,4 +356,5 @@ class FencedLock(RLock):
 
     def get_token(self) -> int:
         """The latest token handed out by this lock (0 before any acquisition)."""
+
         return _run(self._core.get_token())

@@ -39,6 +39,7 @@ class MultiLock:
     """
 
     __slots__ = ("_core", "_locks")
+
     _core_class: type[MultiLockCore] = MultiLockCore
 
     def __init__(self, *locks: RLock) -> None:
@@ -146,7 +147,9 @@ class MultiLock:
         [`is_locked`][syncprims.MultiLock.is_locked]."""
         return _run(self._core.is_locked())
 
-    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+    def __call__(
+        self, func: Callable[P, T]
+    ) -> Callable[P, T]:
         """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
 
         Raises:
@@ -189,4 +192,5 @@ class RedLock(MultiLock):
     """
 
     __slots__ = ()
+
     _core_class = RedLockCore

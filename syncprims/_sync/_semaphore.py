@@ -41,6 +41,7 @@ class Semaphore(RExpirable):
     """
 
     __slots__ = ()
+
     _core: SemaphoreCore
 
     def try_set_permits(self, permits: int) -> bool:
@@ -80,7 +81,9 @@ class Semaphore(RExpirable):
         """
         return _run(self._core.drain_permits())
 
-    def acquire(self, blocking: bool = True, timeout: Duration = -1, *, permits: int = 1) -> bool:
+    def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, permits: int = 1
+    ) -> bool:
         """Take permits, with ``threading.Semaphore.acquire``'s protocol.
 
         Args:
@@ -123,7 +126,9 @@ class Semaphore(RExpirable):
         """
         _run(self._core.release(permits))
 
-    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+    def __call__(
+        self, func: Callable[P, T]
+    ) -> Callable[P, T]:
         """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
 
         Raises:
@@ -167,6 +172,7 @@ class PermitExpirableSemaphore(RExpirable):
     """
 
     __slots__ = ()
+
     _core: PermitExpirableSemaphoreCore
 
     def acquire(
@@ -272,6 +278,7 @@ class CountDownLatch(RObject):
     """
 
     __slots__ = ()
+
     _core: CountDownLatchCore
 
     def try_set_count(self, count: int) -> bool:

@@ -173,6 +173,7 @@ class RLock(RExpirable):
         """
         await self._core.ensure_held(_owner())
 
+    # unasync: remove (a thread cannot be cancelled from outside)
     @contextlib.asynccontextmanager
     async def hold_or_cancel(self, lease_time: Duration | None = None) -> AsyncIterator[Self]:
         """Hold the lock for a block, and cancel the block if the lock is lost meanwhile.
@@ -244,6 +245,7 @@ class RLock(RExpirable):
             raise self._lost_error(owner, lost[0])
         await self._core.unlock(owner)
 
+    # unasync: remove
     async def _give_back_lost(self, owner: int) -> None:
         """After a loss seen here: release the block's hold should Redis still have it (a
         lease is counted as ended slightly before Redis expires it), so that the next
@@ -251,6 +253,7 @@ class RLock(RExpirable):
         with contextlib.suppress(LockNotHeldError, TransportError):
             await self._core.unlock(owner)
 
+    # unasync: remove
     def _lost_error(self, owner: int, reason: LossReason) -> LockLostError:
         return LockLostError(
             f"{self._core.kind} {self.name!r} was lost while held: {reason}",
