@@ -27,9 +27,13 @@ from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.sync import SyncExecutor as _Executor
 from syncprims._runtime.sync import open_executor as _open
 from syncprims._sync._decorate import P, T
-from syncprims._sync._lock import FairLock, FencedLock, ReadWriteLock, RLock
+from syncprims._sync._fair import FairLock
+from syncprims._sync._fenced import FencedLock
+from syncprims._sync._latch import CountDownLatch
+from syncprims._sync._lock import RLock
 from syncprims._sync._multi import MultiLock, RedLock
-from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims._sync._rwlock import ReadWriteLock
+from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 

@@ -28,10 +28,14 @@ from syncprims.asyncio._client import (
     connect,
     connect_many,
 )
-from syncprims.asyncio._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims.asyncio._fair import FairLock
+from syncprims.asyncio._fenced import FencedLock
+from syncprims.asyncio._latch import CountDownLatch
+from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._objects import RExpirable, RObject
-from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._rwlock import ReadLock, ReadWriteLock, WriteLock
+from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
     AuthenticationError,

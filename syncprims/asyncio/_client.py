@@ -24,9 +24,13 @@ from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.aio import AsyncExecutor as _Executor
 from syncprims._runtime.aio import open_executor as _open
 from syncprims.asyncio._decorate import P, T
-from syncprims.asyncio._lock import FairLock, FencedLock, ReadWriteLock, RLock
+from syncprims.asyncio._fair import FairLock
+from syncprims.asyncio._fenced import FencedLock
+from syncprims.asyncio._latch import CountDownLatch
+from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
-from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._rwlock import ReadWriteLock
+from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 
