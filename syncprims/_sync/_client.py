@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, Unpack
+from typing import Any, Literal, Self, Unpack, final
 
 import redis
 
@@ -73,6 +73,7 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
     return core
 
 
+@final
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
@@ -347,6 +348,7 @@ def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) 
     return Client._wrap(_open(source, config))
 
 
+@final
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._sync._lock import RLock
 
 __all__ = ["FairLock"]
 
 
+@final
 class FairLock(RLock):
     """A reentrant lock that waiters get in the order they asked for it (FIFO).
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._protocol.stepping import run as _run
@@ -13,6 +15,7 @@ from syncprims._sync._lock import RLock
 __all__ = ["FencedLock"]
 
 
+@final
 class FencedLock(RLock):
     """A reentrant lock that also hands out a fencing token with every acquisition.
 

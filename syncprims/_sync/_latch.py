@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._core.latch import CountDownLatchCore
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
@@ -12,6 +14,7 @@ from syncprims._sync._objects import RObject
 __all__ = ["CountDownLatch"]
 
 
+@final
 class CountDownLatch(RObject):
     """A latch that opens when N events have happened (counted down by any process).
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
@@ -170,6 +170,7 @@ class MultiLock:
         _run(self._core.unlock(_owner()))
 
 
+@final
 class RedLock(MultiLock):
     """One lock on N independent Redis masters, held by a majority (``N // 2 + 1``).
 

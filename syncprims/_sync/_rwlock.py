@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._sync._lock import RLock
 from syncprims._sync._objects import RExpirable
@@ -11,6 +13,7 @@ from syncprims._sync._objects import RExpirable
 __all__ = ["ReadLock", "ReadWriteLock", "WriteLock"]
 
 
+@final
 class ReadLock(RLock):
     """The read side of a [`ReadWriteLock`][syncprims.ReadWriteLock]: shared by any number
     of readers.
@@ -23,6 +26,7 @@ class ReadLock(RLock):
     __slots__ = ()
 
 
+@final
 class WriteLock(RLock):
     """The write side of a [`ReadWriteLock`][syncprims.ReadWriteLock]: excludes readers and
     other writers.
@@ -36,6 +40,7 @@ class WriteLock(RLock):
     __slots__ = ()
 
 
+@final
 class ReadWriteLock(RExpirable):
     """A pair of locks on one name: many readers at once, or one writer.
 

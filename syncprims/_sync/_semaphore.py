@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.stepping import run as _run
@@ -17,6 +17,7 @@ from syncprims._sync._objects import RExpirable
 __all__ = ["PermitExpirableSemaphore", "Semaphore"]
 
 
+@final
 class Semaphore(RExpirable):
     """A counting semaphore: at most N holders at once, across processes and hosts.
 
@@ -148,6 +149,7 @@ class Semaphore(RExpirable):
         _run(self._core.release(1))
 
 
+@final
 class PermitExpirableSemaphore(RExpirable):
     """A semaphore whose permits are leased: a permit comes back when its lease runs out.
 

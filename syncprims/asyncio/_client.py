@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, Unpack
+from typing import Any, Literal, Self, Unpack, final
 
 import redis.asyncio
 
@@ -70,6 +70,7 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
     return core
 
 
+@final
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
@@ -344,6 +345,7 @@ async def connect(source: Source | None = None, /, **options: Unpack[ConnectOpti
     return Client._wrap(await _open(source, config))
 
 
+@final
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims.asyncio._lock import RLock
 
 __all__ = ["FairLock"]
 
 
+@final
 class FairLock(RLock):
     """A reentrant lock that waiters get in the order they asked for it (FIFO).
 

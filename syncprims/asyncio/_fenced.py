@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.owners import current_task_owner as _owner
 from syncprims._protocol.timing import Duration
@@ -10,6 +12,7 @@ from syncprims.asyncio._lock import RLock
 __all__ = ["FencedLock"]
 
 
+@final
 class FencedLock(RLock):
     """A reentrant lock that also hands out a fencing token with every acquisition.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._core.latch import CountDownLatchCore
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._objects import RObject
@@ -9,6 +11,7 @@ from syncprims.asyncio._objects import RObject
 __all__ = ["CountDownLatch"]
 
 
+@final
 class CountDownLatch(RObject):
     """A latch that opens when N events have happened (counted down by any process).
 

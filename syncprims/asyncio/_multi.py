@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_task_owner as _owner
@@ -167,6 +167,7 @@ class MultiLock:
         await self._core.unlock(_owner())
 
 
+@final
 class RedLock(MultiLock):
     """One lock on N independent Redis masters, held by a majority (``N // 2 + 1``).
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import final
+
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._objects import RExpirable
@@ -9,6 +11,7 @@ from syncprims.asyncio._objects import RExpirable
 __all__ = ["ReadLock", "ReadWriteLock", "WriteLock"]
 
 
+@final
 class ReadLock(RLock):
     """The read side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: shared by any number
     of readers.
@@ -21,6 +24,7 @@ class ReadLock(RLock):
     __slots__ = ()
 
 
+@final
 class WriteLock(RLock):
     """The write side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: excludes readers and
     other writers.
@@ -34,6 +38,7 @@ class WriteLock(RLock):
     __slots__ = ()
 
 
+@final
 class ReadWriteLock(RExpirable):
     """A pair of locks on one name: many readers at once, or one writer.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.timing import Duration
@@ -14,6 +14,7 @@ from syncprims.asyncio._objects import RExpirable
 __all__ = ["PermitExpirableSemaphore", "Semaphore"]
 
 
+@final
 class Semaphore(RExpirable):
     """A counting semaphore: at most N holders at once, across processes and hosts.
 
@@ -145,6 +146,7 @@ class Semaphore(RExpirable):
         await self._core.release(1)
 
 
+@final
 class PermitExpirableSemaphore(RExpirable):
     """A semaphore whose permits are leased: a permit comes back when its lease runs out.
 

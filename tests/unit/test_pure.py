@@ -162,3 +162,12 @@ def test_one_face_module_per_core_module() -> None:
     assert faces - core == {"client", "decorate"}
     for name in faces:
         assert (ROOT / "syncprims" / "_sync" / f"_{name}.py").exists()
+
+
+@pytest.mark.parametrize("name", FACE_CLASSES)
+def test_leaf_classes_are_final(name: str) -> None:
+    """A public class that no other public class extends is ``@final`` in both faces."""
+    for face in (syncprims, syncprims.asyncio):
+        cls = getattr(face, name)
+        extended = any(cls in getattr(face, other).__mro__[1:] for other in FACE_CLASSES)
+        assert getattr(cls, "__final__", False) is not extended, name
