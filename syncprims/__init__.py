@@ -20,6 +20,7 @@ import logging
 
 from syncprims import errors
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
 from syncprims._sync._fair import FairLock
@@ -66,6 +67,8 @@ __all__ = [
     "LockLostError",
     "LockNotHeldError",
     "LockTimeoutError",
+    "LatchStatistics",
+    "LockStatistics",
     "LossReason",
     "LostCallback",
     "MasterSet",
@@ -82,6 +85,7 @@ __all__ = [
     "RedisTimeoutError",
     "ReplicaSyncError",
     "Semaphore",
+    "SemaphoreStatistics",
     "ServerReplyError",
     "Source",
     "SyncPrimsError",

@@ -30,7 +30,7 @@ from typing import Any
 from syncprims import _observe
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
-from syncprims._core.waiting import acquire_loop
+from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import (
     Arg,
@@ -43,6 +43,7 @@ from syncprims._protocol.contracts import (
 from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.names import lock_channel, unlock_latch_key
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
 
@@ -441,3 +442,15 @@ class LockCore(ExpirableCore):
         """How many holds ``owner`` of this client has (0 when none)."""
         count = await self.read("HGET", self.name, self.field(owner), action="reading")
         return 0 if count is None else int(count)
+
+    async def statistics(self, owner: int) -> LockStatistics:
+        """A snapshot for ``owner`` (three reads, not atomic together)."""
+        return LockStatistics(
+            name=self.name,
+            kind=self.kind,
+            locked=await self.is_locked(),
+            owner=self.field(owner),
+            hold_count=await self.get_hold_count(owner),
+            lease_remaining=await self.remain_time_to_live(),
+            waiters=waiters(self._ex, self.name),
+        )

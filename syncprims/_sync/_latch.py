@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.latch import CountDownLatchCore
+from syncprims._protocol.statistics import LatchStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._objects import RObject
@@ -87,3 +88,14 @@ class CountDownLatch(RObject):
             ``True`` if it existed.
         """
         return _run(self._core.delete())
+
+    def statistics(self) -> LatchStatistics:
+        """A snapshot for debugging: the count left and this client's waiters.
+
+        Returns:
+            A [`LatchStatistics`][syncprims.LatchStatistics].
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return _run(self._core.statistics())

@@ -10,6 +10,7 @@ from typing import Self
 
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._decorate import P, T, locked
@@ -221,3 +222,15 @@ class RLock(RExpirable):
         tb: TracebackType | None,
     ) -> None:
         _run(self._core.unlock(_owner()))
+
+    def statistics(self) -> LockStatistics:
+        """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
+
+        Returns:
+            A [`LockStatistics`][syncprims.LockStatistics] for the current thread (three reads,
+            not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return _run(self._core.statistics(_owner()))

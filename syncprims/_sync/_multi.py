@@ -10,6 +10,7 @@ from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._decorate import P, T, locked
@@ -168,6 +169,17 @@ class MultiLock:
         tb: TracebackType | None,
     ) -> None:
         _run(self._core.unlock(_owner()))
+
+    def statistics(self) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for the current thread, in the order given.
+
+        Returns:
+            One [`LockStatistics`][syncprims.LockStatistics] a sub-lock.
+
+        Raises:
+            TransportError: a Redis could not be reached (after retries).
+        """
+        return _run(self._core.statistics(_owner()))
 
 
 @final

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._sync._lock import RLock
 from syncprims._sync._objects import RExpirable
 
@@ -79,3 +80,11 @@ class ReadWriteLock(RExpirable):
     def write_lock(self) -> WriteLock:
         """The write side (the same object on every call)."""
         return self._write
+
+    def statistics(self) -> tuple[LockStatistics, LockStatistics]:
+        """Snapshots of both sides for the current thread: ``(read side, write side)``.
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return (self._read.statistics(), self._write.statistics())

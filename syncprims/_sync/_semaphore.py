@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Self, final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._decorate import P, T, locked
@@ -148,6 +149,17 @@ class Semaphore(RExpirable):
     ) -> None:
         _run(self._core.release(1))
 
+    def statistics(self) -> SemaphoreStatistics:
+        """A snapshot for debugging: available permits, and this client's waiters.
+
+        Returns:
+            A [`SemaphoreStatistics`][syncprims.SemaphoreStatistics].
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return _run(self._core.statistics())
+
 
 @final
 class PermitExpirableSemaphore(RExpirable):
@@ -255,3 +267,14 @@ class PermitExpirableSemaphore(RExpirable):
     def try_set_permits(self, permits: int) -> bool:
         """Set the number of permits if the semaphore does not exist yet; ``True`` if set."""
         return _run(self._core.try_set_permits(permits))
+
+    def statistics(self) -> SemaphoreStatistics:
+        """A snapshot for debugging: available and acquired permits, and this client's waiters.
+
+        Returns:
+            A [`SemaphoreStatistics`][syncprims.SemaphoreStatistics].
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return _run(self._core.statistics())

@@ -18,6 +18,7 @@ pub/sub reader and watchdog run on that loop, through the pool it was given.
 
 from syncprims import errors
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims._transport.sources import async_redis_from_url as redis_from_url
 from syncprims.asyncio._client import (
@@ -67,6 +68,8 @@ __all__ = [
     "LockLostError",
     "LockNotHeldError",
     "LockTimeoutError",
+    "LatchStatistics",
+    "LockStatistics",
     "LossReason",
     "LostCallback",
     "MasterSet",
@@ -83,6 +86,7 @@ __all__ = [
     "RedisTimeoutError",
     "ReplicaSyncError",
     "Semaphore",
+    "SemaphoreStatistics",
     "ServerReplyError",
     "Source",
     "SyncPrimsError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.latch import CountDownLatchCore
+from syncprims._protocol.statistics import LatchStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._objects import RObject
 
@@ -84,3 +85,14 @@ class CountDownLatch(RObject):
             ``True`` if it existed.
         """
         return await self._core.delete()
+
+    async def statistics(self) -> LatchStatistics:
+        """A snapshot for debugging: the count left and this client's waiters.
+
+        Returns:
+            A [`LatchStatistics`][syncprims.LatchStatistics].
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.statistics()

@@ -12,6 +12,7 @@ from typing import Self
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_task_owner as _owner
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable
@@ -311,3 +312,15 @@ class RLock(RExpirable):
         tb: TracebackType | None,
     ) -> None:
         await self._core.unlock(_owner())
+
+    async def statistics(self) -> LockStatistics:
+        """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
+
+        Returns:
+            A [`LockStatistics`][syncprims.LockStatistics] for the current task (three reads,
+            not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.statistics(_owner())

@@ -8,6 +8,7 @@ from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._lock import RLock
@@ -165,6 +166,17 @@ class MultiLock:
         tb: TracebackType | None,
     ) -> None:
         await self._core.unlock(_owner())
+
+    async def statistics(self) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for the current task, in the order given.
+
+        Returns:
+            One [`LockStatistics`][syncprims.LockStatistics] a sub-lock.
+
+        Raises:
+            TransportError: a Redis could not be reached (after retries).
+        """
+        return await self._core.statistics(_owner())
 
 
 @final

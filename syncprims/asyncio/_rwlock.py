@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.statistics import LockStatistics
 from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._objects import RExpirable
 
@@ -77,3 +78,11 @@ class ReadWriteLock(RExpirable):
     def write_lock(self) -> WriteLock:
         """The write side (the same object on every call)."""
         return self._write
+
+    async def statistics(self) -> tuple[LockStatistics, LockStatistics]:
+        """Snapshots of both sides for the current task: ``(read side, write side)``.
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return (await self._read.statistics(), await self._write.statistics())

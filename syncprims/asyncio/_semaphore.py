@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Self, final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable
@@ -145,6 +146,17 @@ class Semaphore(RExpirable):
     ) -> None:
         await self._core.release(1)
 
+    async def statistics(self) -> SemaphoreStatistics:
+        """A snapshot for debugging: available permits, and this client's waiters.
+
+        Returns:
+            A [`SemaphoreStatistics`][syncprims.SemaphoreStatistics].
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.statistics()
+
 
 @final
 class PermitExpirableSemaphore(RExpirable):
@@ -252,3 +264,14 @@ class PermitExpirableSemaphore(RExpirable):
     async def try_set_permits(self, permits: int) -> bool:
         """Set the number of permits if the semaphore does not exist yet; ``True`` if set."""
         return await self._core.try_set_permits(permits)
+
+    async def statistics(self) -> SemaphoreStatistics:
+        """A snapshot for debugging: available and acquired permits, and this client's waiters.
+
+        Returns:
+            A [`SemaphoreStatistics`][syncprims.SemaphoreStatistics].
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return await self._core.statistics()
