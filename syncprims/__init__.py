@@ -31,6 +31,7 @@ from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims._sync._rwlock import ReadLock, ReadWriteLock, WriteLock
 from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims._sync._spin import SpinLock
 from syncprims._transport.sources import redis_from_url
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
@@ -88,6 +89,7 @@ __all__ = [
     "SemaphoreStatistics",
     "ServerReplyError",
     "Source",
+    "SpinLock",
     "SyncPrimsError",
     "TransportError",
     "WriteLock",

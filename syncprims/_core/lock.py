@@ -116,6 +116,20 @@ class LockCore(ExpirableCore):
         """The channel that announces a release to ``field``'s waits."""
         return self.channel
 
+    async def wait_for(
+        self, attempt: Callable[[], Awaitable[int | None]], field: str, wait: float
+    ) -> bool:
+        """Acquire with ``attempt`` within ``wait`` seconds, woken by pub/sub (SpinLock polls)."""
+        return await acquire_loop(
+            self._ex,
+            attempt,
+            channel=self.wait_channel(field),
+            policy=lock_policy,
+            wait=wait,
+            on_give_up=self.give_up(field, wait),
+            route=self.name,
+        )
+
     def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
         """What to run when ``field`` stops waiting without the lock (``None``: nothing)."""
         return None
@@ -308,15 +322,7 @@ class LockCore(ExpirableCore):
             return ttl
 
         try:
-            acquired = await acquire_loop(
-                self._ex,
-                attempt,
-                channel=self.wait_channel(field),
-                policy=lock_policy,
-                wait=wait,
-                on_give_up=self.give_up(field, wait),
-                route=self.name,
-            )
+            acquired = await self.wait_for(attempt, field, wait)
         except BaseException:
             probe.finish("error")
             raise

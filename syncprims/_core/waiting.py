@@ -32,12 +32,12 @@ import logging
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 
 from syncprims._protocol.contracts import Executor, WakePolicy
 from syncprims.errors import TransportError
 
-__all__ = ["acquire_loop", "waiters", "waiting"]
+__all__ = ["acquire_loop", "poll_loop", "waiters", "waiting"]
 
 log = logging.getLogger("syncprims")
 
@@ -177,3 +177,43 @@ async def _give_up(
         await on_give_up()
     except Exception as error:
         log.warning("giving up a wait failed (%r); the waiter's slot expires by itself", error)
+
+
+async def poll_loop(
+    ex: Executor, attempt: Attempt, *, wait: float, delays: Iterable[float], route: str
+) -> bool:
+    """Acquire with ``attempt`` within ``wait`` seconds, sleeping ``delays`` between attempts.
+
+    No subscription (Redisson ``RedissonSpinLock#tryLock``): each pause is the next delay, cut
+    to the time left. An unsent attempt during an outage counts as a failed one, as in
+    :func:`acquire_loop`; an attempt that may have run is never re-sent.
+
+    Returns:
+        ``True`` when acquired, ``False`` when ``wait`` ran out.
+    """
+    deadline = ex.monotonic() + wait
+    warned = False
+
+    async def attempt_or_outage() -> int | None:
+        nonlocal warned
+        try:
+            return await attempt()
+        except TransportError as error:
+            if error.maybe_executed or ex.monotonic() >= deadline:
+                raise
+            if not warned:
+                warned = True
+                log.warning("Redis unreachable while polling (%s); retrying", error)
+            return OUTAGE
+
+    if await attempt_or_outage() is None:
+        return True
+    with waiting(ex, route):
+        for delay in delays:
+            remaining = deadline - ex.monotonic()
+            if remaining <= 0:
+                return False
+            await ex.sleep(min(delay, remaining))
+            if await attempt_or_outage() is None:
+                return True
+    return False

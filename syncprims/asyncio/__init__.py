@@ -37,6 +37,7 @@ from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.asyncio._rwlock import ReadLock, ReadWriteLock, WriteLock
 from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
     AuthenticationError,
@@ -89,6 +90,7 @@ __all__ = [
     "SemaphoreStatistics",
     "ServerReplyError",
     "Source",
+    "SpinLock",
     "SyncPrimsError",
     "TransportError",
     "WriteLock",

@@ -18,6 +18,7 @@ from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._core.spin import BackOff, SpinLockCore
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.templates import lock_namer, require_coroutine_function
 from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
@@ -31,6 +32,7 @@ from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._rwlock import ReadWriteLock
 from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 
@@ -174,6 +176,31 @@ class Client:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
         return FencedLock(_with_callback(FencedLockCore(self._ex, name), on_lost))
+
+    def get_spin_lock(
+        self,
+        name: str,
+        *,
+        initial_delay: float = 0.001,
+        max_delay: float = 0.128,
+        multiplier: float = 2.0,
+        on_lost: LostCallback | None = None,
+    ) -> SpinLock:
+        """The spin lock called ``name``: waiters poll, no pub/sub (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+            initial_delay: a waiter's first pause, seconds (> 0).
+            max_delay: its longest pause, seconds (> 0).
+            multiplier: how much each pause grows (> 0); a jitter of up to one more millisecond
+                per attempt is added, as in Redisson.
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
+
+        Raises:
+            TypeError, ValueError: a bad name or delay, or ``on_lost`` not callable.
+        """
+        backoff = BackOff(initial_delay, max_delay, multiplier)
+        return SpinLock(_with_callback(SpinLockCore(self._ex, name, backoff), on_lost))
 
     def get_semaphore(self, name: str) -> Semaphore:
         """The semaphore called ``name`` (no Redis call is made).
