@@ -20,12 +20,18 @@ import logging
 
 from syncprims import errors
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
-from syncprims._sync._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims._sync._fair import FairLock
+from syncprims._sync._fenced import FencedLock
+from syncprims._sync._latch import CountDownLatch
+from syncprims._sync._lock import RLock
 from syncprims._sync._multi import MultiLock, RedLock
 from syncprims._sync._objects import RExpirable, RObject
-from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims._sync._rwlock import ReadLock, ReadWriteLock, WriteLock
+from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims._sync._spin import SpinLock
 from syncprims._transport.sources import redis_from_url
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
@@ -62,6 +68,8 @@ __all__ = [
     "LockLostError",
     "LockNotHeldError",
     "LockTimeoutError",
+    "LatchStatistics",
+    "LockStatistics",
     "LossReason",
     "LostCallback",
     "MasterSet",
@@ -78,8 +86,10 @@ __all__ = [
     "RedisTimeoutError",
     "ReplicaSyncError",
     "Semaphore",
+    "SemaphoreStatistics",
     "ServerReplyError",
     "Source",
+    "SpinLock",
     "SyncPrimsError",
     "TransportError",
     "WriteLock",

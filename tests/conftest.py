@@ -119,6 +119,7 @@ LOCK_KINDS: dict[str, MakeLock] = {
     "fair": lambda client, name, **kw: client.get_fair_lock(name, **kw),
     "write": lambda client, name, **kw: client.get_read_write_lock(name, **kw).write_lock(),
     "fenced": lambda client, name, **kw: client.get_fenced_lock(name, **kw),
+    "spin": lambda client, name, **kw: client.get_spin_lock(name, **kw),
 }
 
 

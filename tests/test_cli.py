@@ -121,6 +121,15 @@ def test_semaphore_run_speaks_of_permits(redis_server: RedisServer) -> None:
     assert "at most N holders, permits conserved: OK" in result.stdout
 
 
+def test_spin_lock_run_keeps_mutual_exclusion(redis_server: RedisServer) -> None:
+    result = syncprims_cli(
+        "demo", "--url", redis_server.url, "--primitive", "spin",
+        "--processes", "1", "--threads", "3", "--seconds", "1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "mutual exclusion: OK" in result.stdout
+
+
 def test_redlock_on_given_masters_names_every_master_and_no_kill(
     five: list[RedisServer], tmp_path: Path
 ) -> None:

@@ -156,10 +156,35 @@ async def test_force_unlock_wakes_waiters(
     assert await c(lock.force_unlock)
     assert await within(10, waiter)
     assert time.monotonic() - started < 5.0
-    assert not await c(lock.force_unlock) or True  # b holds it now: force again frees it
+    assert await c(lock.force_unlock)  # b holds it now: forcing again frees it
     assert not await a(lock.is_held_by_current_thread)
     with pytest.raises(LockNotHeldError):
         await a(lock.unlock)
+
+
+async def test_statistics(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
+    client = await face.connect(url)
+    lock = make_lock(client, name)
+    a, b, c = face.actor(), face.actor(), face.actor()
+    free = await a(lock.statistics)
+    assert (free.name, free.locked, free.hold_count, free.waiters) == (name, False, 0, 0)
+    assert free.lease_remaining is None
+    await a(lock.lock)
+    await a(lock.lock)
+    waiter = asyncio.ensure_future(b(lock.try_lock, wait_time=20))
+    deadline = time.monotonic() + 5
+    while (held := await a(lock.statistics)).waiters == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert held.locked and held.hold_count == 2 and held.waiters == 1
+    assert held.lease_remaining is not None and 0 < held.lease_remaining <= 60  # write: 2 x 30
+    other = await c(lock.statistics)
+    assert other.hold_count == 0 and other.owner != held.owner
+    await a(lock.unlock)
+    await a(lock.unlock)
+    assert await within(10, waiter)
+    after = await a(lock.statistics)
+    assert after.locked and after.hold_count == 0 and after.waiters == 0
+    await b(lock.unlock)
 
 
 async def test_force_unlock_of_free_lock_is_false(

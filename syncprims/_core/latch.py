@@ -11,9 +11,10 @@ and releases its waiters (Redisson leaves them waiting).
 from __future__ import annotations
 
 from syncprims._core.objects import ObjectCore
-from syncprims._core.waiting import acquire_loop
+from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
+from syncprims._protocol.statistics import LatchStatistics
 from syncprims._protocol.timing import wait_seconds
 from syncprims._protocol.values import check_count
 
@@ -81,4 +82,10 @@ class CountDownLatchCore(ObjectCore):
             policy=latch_policy,
             wait=wait,
             route=self.name,
+        )
+
+    async def statistics(self) -> LatchStatistics:
+        """A snapshot: the count and this client's waiters."""
+        return LatchStatistics(
+            name=self.name, count=await self.get_count(), waiters=waiters(self._ex, self.name)
         )

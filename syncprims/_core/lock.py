@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from syncprims import _observe
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
-from syncprims._core.waiting import acquire_loop
+from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import (
     Arg,
@@ -50,6 +50,7 @@ from syncprims._protocol.names import (
     lock_waiters_name,
     unlock_latch_key,
 )
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
 
@@ -179,6 +180,23 @@ class LockCore(ExpirableCore):
     def wait_channel(self, field: str) -> str:
         """The channel that announces a release to ``field``'s waits."""
         return self.channel
+
+    async def wait_for(
+        self, attempt: Callable[[], Awaitable[int | None]], field: str, wait: float
+    ) -> bool:
+        """Acquire with ``attempt`` within ``wait`` seconds, woken by pub/sub (SpinLock polls);
+        with :attr:`one_wake`, through the herald of the RLock's one wake-up per release."""
+        one_wake = self.one_wake and wait > 0
+        return await acquire_loop(
+            self._ex,
+            attempt,
+            channel=self.wait_channel(field),
+            policy=one_wake_policy(self._ex.client_id) if one_wake else lock_policy,
+            wait=wait,
+            on_give_up=self.give_up(field, wait),
+            route=self.name,
+            herald=(self.herald, herald_policy(self.channel)) if one_wake else None,
+        )
 
     def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
         """What to run when ``field`` stops waiting without the lock (``None``: nothing)."""
@@ -400,16 +418,7 @@ class LockCore(ExpirableCore):
         if one_wake:
             self._local_waiters.setdefault(waiting_key, set()).add(token)
         try:
-            acquired = await acquire_loop(
-                self._ex,
-                attempt,
-                channel=self.wait_channel(field),
-                policy=one_wake_policy(self._ex.client_id) if one_wake else lock_policy,
-                wait=wait,
-                on_give_up=self.give_up(field, wait),
-                route=self.name,
-                herald=(self.herald, herald_policy(self.channel)) if one_wake else None,
-            )
+            acquired = await self.wait_for(attempt, field, wait)
         except BaseException:
             probe.finish("error")
             raise
@@ -542,3 +551,15 @@ class LockCore(ExpirableCore):
         """How many holds ``owner`` of this client has (0 when none)."""
         count = await self.read("HGET", self.name, self.field(owner), action="reading")
         return 0 if count is None else int(count)
+
+    async def statistics(self, owner: int) -> LockStatistics:
+        """A snapshot for ``owner`` (three reads, not atomic together)."""
+        return LockStatistics(
+            name=self.name,
+            kind=self.kind,
+            locked=await self.is_locked(),
+            owner=self.field(owner),
+            hold_count=await self.get_hold_count(owner),
+            lease_remaining=await self.remain_time_to_live(),
+            waiters=waiters(self._ex, self.name),
+        )

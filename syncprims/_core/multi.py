@@ -39,6 +39,7 @@ from typing import Any
 
 from syncprims._core.lock import LockCore, lock_policy
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
 
@@ -277,6 +278,10 @@ class MultiLockCore:
             return None
         validity, at = entry
         return max(0.0, validity - (self._ex.monotonic() - at))
+
+    async def statistics(self, owner: int) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for ``owner``, in order."""
+        return tuple([await lock.statistics(owner) for lock in self.locks])
 
 
 class RedLockCore(MultiLockCore):

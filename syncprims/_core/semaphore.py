@@ -21,10 +21,11 @@ from typing import Any
 
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import with_retry
-from syncprims._core.waiting import acquire_loop
+from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.names import prefix_name, suffix_name
+from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
 from syncprims.errors import PermitNotHeldError
@@ -150,6 +151,15 @@ class SemaphoreCore(ExpirableCore):
         count = check_count(permits, "permits")
         if count:
             await self._release(count)
+
+    async def statistics(self) -> SemaphoreStatistics:
+        """A snapshot: available permits and this client's waiters."""
+        return SemaphoreStatistics(
+            name=self.name,
+            available_permits=await self.available_permits(),
+            acquired_permits=None,
+            waiters=waiters(self._ex, self.name),
+        )
 
 
 class PermitExpirableSemaphoreCore(ExpirableCore):
@@ -283,3 +293,12 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         """Give a leased permit a new lease (``None``: never expires); ``False`` if unknown."""
         permit = parse_permit_id(permit_id)
         return bool(await self._admin("update", self._expiry(lease_time), permit) == 1)
+
+    async def statistics(self) -> SemaphoreStatistics:
+        """A snapshot: available and acquired permits, and this client's waiters."""
+        return SemaphoreStatistics(
+            name=self.name,
+            available_permits=await self.available_permits(),
+            acquired_permits=await self.acquired_permits(),
+            waiters=waiters(self._ex, self.name),
+        )

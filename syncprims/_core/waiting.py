@@ -27,17 +27,49 @@ of any length; ``try_lock(wait_time=w)`` answers within ``w`` plus one call.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 
 from syncprims._protocol.contracts import Executor, WakePolicy
 from syncprims.errors import TransportError
 
-__all__ = ["acquire_loop"]
+__all__ = ["acquire_loop", "poll_loop", "waiters", "waiting"]
 
 log = logging.getLogger("syncprims")
 
 Attempt = Callable[[], Awaitable[int | None]]
+
+_WAITERS: weakref.WeakKeyDictionary[Executor, Counter[str]] = weakref.WeakKeyDictionary()
+_WAITERS_MUTEX = threading.Lock()
+
+
+def waiters(ex: Executor, name: str) -> int:
+    """How many callers of ``ex``'s client wait for the object ``name`` now."""
+    with _WAITERS_MUTEX:
+        counts = _WAITERS.get(ex)
+        return 0 if counts is None else counts[name]
+
+
+@contextlib.contextmanager
+def waiting(ex: Executor, name: str | None) -> Iterator[None]:
+    """Count the caller among ``name``'s waiters (for ``statistics()``) while in the block."""
+    if name is None:
+        yield
+        return
+    with _WAITERS_MUTEX:
+        _WAITERS.setdefault(ex, Counter())[name] += 1
+    try:
+        yield
+    finally:
+        with _WAITERS_MUTEX:
+            counts = _WAITERS[ex]
+            counts[name] -= 1
+            if counts[name] <= 0:
+                del counts[name]
 
 
 async def acquire_loop(
@@ -95,46 +127,47 @@ async def acquire_loop(
     if wait <= 0 or ex.monotonic() >= deadline:
         await _give_up(on_give_up)
         return False
-    config = ex.config
-    backoff = MIN_BACKOFF
-    herald_sub = None
-    try:
-        if herald is not None:
-            herald_sub = await ex.subscribe(herald[0], herald[1], route)
-        sub = await ex.subscribe(channel, policy, route)
-    except BaseException:
-        if herald_sub is not None:
-            ex.unsubscribe(herald_sub)
-        await _give_up(on_give_up, quietly=True)
-        raise
-    try:
-        await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
-        while True:
-            ttl = await attempt_or_outage()
-            if ttl is None:
-                return True
-            remaining = deadline - ex.monotonic()
-            if remaining <= 0:
-                break
-            pause = min(remaining, config.wait_recheck_interval)
-            if ttl == OUTAGE:
-                pause = min(remaining, ex.retry_delay(min(outages, 10)))
-            elif ttl > 0:
-                pause = min(pause, ttl / 1000)
-                backoff = MIN_BACKOFF
-            elif ttl == 0:  # free, but not ours yet (a fair lock's head waiter is taking it)
-                pause = min(pause, backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
-            await ex.wait(sub, pause)
-    except BaseException:
-        await _give_up(on_give_up, quietly=True)
-        raise
-    finally:
-        ex.unsubscribe(sub)
-        if herald_sub is not None:
-            ex.unsubscribe(herald_sub)
-    await _give_up(on_give_up)
-    return False
+    with waiting(ex, route):
+        config = ex.config
+        backoff = MIN_BACKOFF
+        herald_sub = None
+        try:
+            if herald is not None:
+                herald_sub = await ex.subscribe(herald[0], herald[1], route)
+            sub = await ex.subscribe(channel, policy, route)
+        except BaseException:
+            if herald_sub is not None:
+                ex.unsubscribe(herald_sub)
+            await _give_up(on_give_up, quietly=True)
+            raise
+        try:
+            await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
+            while True:
+                ttl = await attempt_or_outage()
+                if ttl is None:
+                    return True
+                remaining = deadline - ex.monotonic()
+                if remaining <= 0:
+                    break
+                pause = min(remaining, config.wait_recheck_interval)
+                if ttl == OUTAGE:
+                    pause = min(remaining, ex.retry_delay(min(outages, 10)))
+                elif ttl > 0:
+                    pause = min(pause, ttl / 1000)
+                    backoff = MIN_BACKOFF
+                elif ttl == 0:  # free, but not ours yet (a fair lock's head waiter is taking it)
+                    pause = min(pause, backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                await ex.wait(sub, pause)
+        except BaseException:
+            await _give_up(on_give_up, quietly=True)
+            raise
+        finally:
+            ex.unsubscribe(sub)
+            if herald_sub is not None:
+                ex.unsubscribe(herald_sub)
+        await _give_up(on_give_up)
+        return False
 
 
 OUTAGE = -2
@@ -154,3 +187,43 @@ async def _give_up(
         await on_give_up()
     except Exception as error:
         log.warning("giving up a wait failed (%r); the waiter's slot expires by itself", error)
+
+
+async def poll_loop(
+    ex: Executor, attempt: Attempt, *, wait: float, delays: Iterable[float], route: str
+) -> bool:
+    """Acquire with ``attempt`` within ``wait`` seconds, sleeping ``delays`` between attempts.
+
+    No subscription (Redisson ``RedissonSpinLock#tryLock``): each pause is the next delay, cut
+    to the time left. An unsent attempt during an outage counts as a failed one, as in
+    :func:`acquire_loop`; an attempt that may have run is never re-sent.
+
+    Returns:
+        ``True`` when acquired, ``False`` when ``wait`` ran out.
+    """
+    deadline = ex.monotonic() + wait
+    warned = False
+
+    async def attempt_or_outage() -> int | None:
+        nonlocal warned
+        try:
+            return await attempt()
+        except TransportError as error:
+            if error.maybe_executed or ex.monotonic() >= deadline:
+                raise
+            if not warned:
+                warned = True
+                log.warning("Redis unreachable while polling (%s); retrying", error)
+            return OUTAGE
+
+    if await attempt_or_outage() is None:
+        return True
+    with waiting(ex, route):
+        for delay in delays:
+            remaining = deadline - ex.monotonic()
+            if remaining <= 0:
+                return False
+            await ex.sleep(min(delay, remaining))
+            if await attempt_or_outage() is None:
+                return True
+    return False

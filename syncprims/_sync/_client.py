@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, Unpack
+from typing import Any, Literal, Self, Unpack, final
 
 import redis
 
@@ -20,6 +20,7 @@ from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._core.spin import BackOff, SpinLockCore
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.templates import lock_namer, require_plain_function
@@ -27,18 +28,27 @@ from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.sync import SyncExecutor as _Executor
 from syncprims._runtime.sync import open_executor as _open
 from syncprims._sync._decorate import P, T
-from syncprims._sync._lock import FairLock, FencedLock, ReadWriteLock, RLock
+from syncprims._sync._fair import FairLock
+from syncprims._sync._fenced import FencedLock
+from syncprims._sync._latch import CountDownLatch
+from syncprims._sync._lock import RLock
 from syncprims._sync._multi import MultiLock, RedLock
-from syncprims._sync._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims._sync._rwlock import ReadWriteLock
+from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims._sync._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 
 __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_many"]
+
 log = logging.getLogger("syncprims")
+
 Source = str | redis.Redis | redis.ConnectionPool | redis.RedisCluster
-"A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."
+"""A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."""
+
+
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]
-"The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."
+"""The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."""
 
 
 @contextlib.contextmanager
@@ -59,12 +69,13 @@ def _holding(
 
 
 def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
-    if on_lost is not None and (not callable(on_lost)):
+    if on_lost is not None and not callable(on_lost):
         raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
     core.on_lost = on_lost
     return core
 
 
+@final
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
@@ -80,10 +91,11 @@ class Client:
     """
 
     __slots__ = ("_ex",)
+
     _ex: _Executor
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        raise TypeError("make a Client with syncprims.asyncio.connect(...)")
+        raise TypeError("make a Client with syncprims.connect(...)")
 
     @classmethod
     def _wrap(cls, executor: _Executor) -> Self:
@@ -178,6 +190,31 @@ class Client:
         """
         return FencedLock(_with_callback(FencedLockCore(self._ex, name), on_lost))
 
+    def get_spin_lock(
+        self,
+        name: str,
+        *,
+        initial_delay: float = 0.001,
+        max_delay: float = 0.128,
+        multiplier: float = 2.0,
+        on_lost: LostCallback | None = None,
+    ) -> SpinLock:
+        """The spin lock called ``name``: waiters poll, no pub/sub (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+            initial_delay: a waiter's first pause, seconds (> 0).
+            max_delay: its longest pause, seconds (> 0).
+            multiplier: how much each pause grows (> 0); a jitter of up to one more millisecond
+                per attempt is added, as in Redisson.
+            on_lost: as in [`get_lock`][syncprims.Client.get_lock].
+
+        Raises:
+            TypeError, ValueError: a bad name or delay, or ``on_lost`` not callable.
+        """
+        backoff = BackOff(initial_delay, max_delay, multiplier)
+        return SpinLock(_with_callback(SpinLockCore(self._ex, name, backoff), on_lost))
+
     def get_semaphore(self, name: str) -> Semaphore:
         """The semaphore called ``name`` (no Redis call is made).
 
@@ -270,7 +307,9 @@ class Client:
         if lease_time is not None:
             lease_ms(lease_time)
 
-        def decorate(func: Callable[P, T]) -> Callable[P, T]:
+        def decorate(
+            func: Callable[P, T],
+        ) -> Callable[P, T]:
             require_plain_function(func)
             namer = lock_namer(name, func)
 
@@ -346,6 +385,7 @@ def connect(source: Source | None = None, /, **options: Unpack[ConnectOptions]) 
     return Client._wrap(_open(source, config))
 
 
+@final
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 
@@ -354,10 +394,11 @@ class MasterSet:
     """
 
     __slots__ = ("_clients",)
+
     _clients: tuple[Client, ...]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        raise TypeError("make a MasterSet with syncprims.asyncio.connect_many(...)")
+        raise TypeError("make a MasterSet with syncprims.connect_many(...)")
 
     @classmethod
     def _wrap(cls, clients: Sequence[Client]) -> Self:
@@ -408,7 +449,9 @@ class MasterSet:
         self.shutdown()
 
 
-def connect_many(sources: Sequence[Source], /, **options: Unpack[ConnectOptions]) -> MasterSet:
+def connect_many(
+    sources: Sequence[Source], /, **options: Unpack[ConnectOptions]
+) -> MasterSet:
     """Connect to several independent Redis masters (for RedLock and MultiLock).
 
     Each master gets its own client. ``timeout`` defaults to 0.5 s here (not the redis-py

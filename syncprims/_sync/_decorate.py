@@ -12,11 +12,14 @@ from typing import ParamSpec, TypeVar
 from syncprims._protocol.templates import require_plain_function
 
 __all__ = ["P", "T", "locked"]
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def locked(lock: AbstractContextManager[object], func: Callable[P, T]) -> Callable[P, T]:
+def locked(
+    lock: AbstractContextManager[object], func: Callable[P, T]
+) -> Callable[P, T]:
     """``func`` wrapped in ``with lock:``.
 
     Raises:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
 from syncprims._sync._decorate import P, T, locked
@@ -39,6 +40,7 @@ class MultiLock:
     """
 
     __slots__ = ("_core", "_locks")
+
     _core_class: type[MultiLockCore] = MultiLockCore
 
     def __init__(self, *locks: RLock) -> None:
@@ -146,7 +148,9 @@ class MultiLock:
         [`is_locked`][syncprims.MultiLock.is_locked]."""
         return _run(self._core.is_locked())
 
-    def __call__(self, func: Callable[P, T]) -> Callable[P, T]:
+    def __call__(
+        self, func: Callable[P, T]
+    ) -> Callable[P, T]:
         """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
 
         Raises:
@@ -166,7 +170,19 @@ class MultiLock:
     ) -> None:
         _run(self._core.unlock(_owner()))
 
+    def statistics(self) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for the current thread, in the order given.
 
+        Returns:
+            One [`LockStatistics`][syncprims.LockStatistics] a sub-lock.
+
+        Raises:
+            TransportError: a Redis could not be reached (after retries).
+        """
+        return _run(self._core.statistics(_owner()))
+
+
+@final
 class RedLock(MultiLock):
     """One lock on N independent Redis masters, held by a majority (``N // 2 + 1``).
 
@@ -189,4 +205,5 @@ class RedLock(MultiLock):
     """
 
     __slots__ = ()
+
     _core_class = RedLockCore

@@ -82,6 +82,7 @@ class RExpirable(RObject):
     """An object whose keys can expire (Redisson ``RExpirable``)."""
 
     __slots__ = ()
+
     _core: ExpirableCore
 
     def expire(self, ttl: Duration) -> bool:

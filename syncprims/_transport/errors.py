@@ -158,10 +158,3 @@ def translate(
         code = "NOPERM " if isinstance(error, redis.exceptions.NoPermissionError) else ""
         return ServerReplyError(f"Redis at {address} refused {context}: {code}{error}")
     return SyncPrimsError(f"Redis client error while {context}: {error!r}")
-
-
-def is_transport_failure(error: BaseException) -> bool:
-    """Whether a redis-py error is a failure to reach Redis (not an error reply)."""
-    return isinstance(
-        error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
-    ) and not isinstance(error, redis.exceptions.AuthenticationError)

@@ -42,7 +42,7 @@ import redis.exceptions
 from syncprims._protocol.contracts import PENDING, Enough, Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import MIN_GRACE
-from syncprims._transport.errors import ClusterRedirectError, pack, translate
+from syncprims._transport.errors import pack, translate
 from syncprims.errors import ClientClosedError, RedisTimeoutError, SyncPrimsError
 
 __all__ = ["Handoff", "LateLane", "Routed", "SyncServer", "fan_out"]
@@ -580,8 +580,3 @@ class LateLane:
                 call.on_late(reply)
             except Exception:
                 log.exception("%s: handling a late reply failed; its lease bounds it", call.context)
-
-
-def is_redirect(reply: object) -> bool:
-    """Whether a fan-out result is a cluster redirection to follow alone."""
-    return isinstance(reply, ClusterRedirectError)

@@ -18,6 +18,7 @@ pub/sub reader and watchdog run on that loop, through the pool it was given.
 
 from syncprims import errors
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims._transport.sources import async_redis_from_url as redis_from_url
 from syncprims.asyncio._client import (
@@ -28,10 +29,15 @@ from syncprims.asyncio._client import (
     connect,
     connect_many,
 )
-from syncprims.asyncio._lock import FairLock, FencedLock, ReadLock, ReadWriteLock, RLock, WriteLock
+from syncprims.asyncio._fair import FairLock
+from syncprims.asyncio._fenced import FencedLock
+from syncprims.asyncio._latch import CountDownLatch
+from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
 from syncprims.asyncio._objects import RExpirable, RObject
-from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._rwlock import ReadLock, ReadWriteLock, WriteLock
+from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
     AuthenticationError,
@@ -63,6 +69,8 @@ __all__ = [
     "LockLostError",
     "LockNotHeldError",
     "LockTimeoutError",
+    "LatchStatistics",
+    "LockStatistics",
     "LossReason",
     "LostCallback",
     "MasterSet",
@@ -79,8 +87,10 @@ __all__ = [
     "RedisTimeoutError",
     "ReplicaSyncError",
     "Semaphore",
+    "SemaphoreStatistics",
     "ServerReplyError",
     "Source",
+    "SpinLock",
     "SyncPrimsError",
     "TransportError",
     "WriteLock",

@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, Unpack
+from typing import Any, Literal, Self, Unpack, final
 
 import redis.asyncio
 
@@ -18,15 +18,21 @@ from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._core.spin import BackOff, SpinLockCore
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.templates import lock_namer, require_coroutine_function
 from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.aio import AsyncExecutor as _Executor
 from syncprims._runtime.aio import open_executor as _open
 from syncprims.asyncio._decorate import P, T
-from syncprims.asyncio._lock import FairLock, FencedLock, ReadWriteLock, RLock
+from syncprims.asyncio._fair import FairLock
+from syncprims.asyncio._fenced import FencedLock
+from syncprims.asyncio._latch import CountDownLatch
+from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
-from syncprims.asyncio._semaphore import CountDownLatch, PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._rwlock import ReadWriteLock
+from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
+from syncprims.asyncio._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 
@@ -66,6 +72,7 @@ def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
     return core
 
 
+@final
 class Client:
     """A connection to Redis that makes syncprims objects (Redisson ``RedissonClient``).
 
@@ -179,6 +186,31 @@ class Client:
             TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
         return FencedLock(_with_callback(FencedLockCore(self._ex, name), on_lost))
+
+    def get_spin_lock(
+        self,
+        name: str,
+        *,
+        initial_delay: float = 0.001,
+        max_delay: float = 0.128,
+        multiplier: float = 2.0,
+        on_lost: LostCallback | None = None,
+    ) -> SpinLock:
+        """The spin lock called ``name``: waiters poll, no pub/sub (no Redis call is made).
+
+        Args:
+            name: the lock's Redis key; a non-empty ``str``.
+            initial_delay: a waiter's first pause, seconds (> 0).
+            max_delay: its longest pause, seconds (> 0).
+            multiplier: how much each pause grows (> 0); a jitter of up to one more millisecond
+                per attempt is added, as in Redisson.
+            on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
+
+        Raises:
+            TypeError, ValueError: a bad name or delay, or ``on_lost`` not callable.
+        """
+        backoff = BackOff(initial_delay, max_delay, multiplier)
+        return SpinLock(_with_callback(SpinLockCore(self._ex, name, backoff), on_lost))
 
     def get_semaphore(self, name: str) -> Semaphore:
         """The semaphore called ``name`` (no Redis call is made).
@@ -350,6 +382,7 @@ async def connect(source: Source | None = None, /, **options: Unpack[ConnectOpti
     return Client._wrap(await _open(source, config))
 
 
+@final
 class MasterSet:
     """Clients of several independent Redis masters, for locks across all of them.
 

@@ -9,17 +9,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Self
 
-from syncprims._core.fenced import FencedLockCore
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import current_task_owner as _owner
-from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
-__all__ = ["FairLock", "FencedLock", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
+__all__ = ["RLock"]
 
 
 class RLock(RExpirable):
@@ -173,6 +172,7 @@ class RLock(RExpirable):
         """
         await self._core.ensure_held(_owner())
 
+    # unasync: remove (a thread cannot be cancelled from outside)
     @contextlib.asynccontextmanager
     async def hold_or_cancel(self, lease_time: Duration | None = None) -> AsyncIterator[Self]:
         """Hold the lock for a block, and cancel the block if the lock is lost meanwhile.
@@ -244,6 +244,7 @@ class RLock(RExpirable):
             raise self._lost_error(owner, lost[0])
         await self._core.unlock(owner)
 
+    # unasync: remove
     async def _give_back_lost(self, owner: int) -> None:
         """After a loss seen here: release the block's hold should Redis still have it (a
         lease is counted as ended slightly before Redis expires it), so that the next
@@ -251,6 +252,7 @@ class RLock(RExpirable):
         with contextlib.suppress(LockNotHeldError, TransportError):
             await self._core.unlock(owner)
 
+    # unasync: remove
     def _lost_error(self, owner: int, reason: LossReason) -> LockLostError:
         return LockLostError(
             f"{self._core.kind} {self.name!r} was lost while held: {reason}",
@@ -311,137 +313,14 @@ class RLock(RExpirable):
     ) -> None:
         await self._core.unlock(_owner())
 
-
-class FairLock(RLock):
-    """A reentrant lock that waiters get in the order they asked for it (FIFO).
-
-    Choose it over [`RLock`][syncprims.asyncio.RLock] when starvation matters: under contention an
-    ``RLock`` goes to whoever asks first after a release (often the releaser itself), a ``FairLock``
-    to the waiter that has waited longest. It costs more: a queue and a deadline set in Redis, one
-    channel per waiter, and a dead waiter (a process killed while queued) holds the queue up
-    for at most its slot: its wait time, or ``Config.fair_lock_wait_timeout`` (300 s) when it
-    waits without a limit. Lower that setting if waiters may die.
-
-    Same methods as [`RLock`][syncprims.asyncio.RLock]. Decisions: ``unlock()`` of a lock that no
-    longer exists raises ``LockNotHeldError`` (Redisson returns success) but still wakes the next
-    waiter; a waiter that times out or is cancelled leaves the queue; ``delete()`` removes the lock,
-    its queue and its deadlines without waking anyone.
-
-    Algorithm: Redisson ``RedissonFairLock`` (list ``redisson_lock_queue:{name}``, zset
-    ``redisson_lock_timeout:{name}``, channel ``redisson_lock__channel:{name}:<owner>``).
-    """
-
-    __slots__ = ()
-
-
-class ReadLock(RLock):
-    """The read side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: shared by any number
-    of readers.
-
-    Same methods as [`RLock`][syncprims.asyncio.RLock]. ``is_locked()`` is true while any reader
-    holds it (also a writer that took read holds). Read holds taken without ``lease_time`` are
-    renewed by the watchdog for this client's readers only, so readers of a crashed process expire.
-    """
-
-    __slots__ = ()
-
-
-class WriteLock(RLock):
-    """The write side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: excludes readers and
-    other writers.
-
-    Same methods as [`RLock`][syncprims.asyncio.RLock]. Its owner may also take the read side (then
-    releasing the write side downgrades to a read lock). An owner holding only read locks cannot
-    upgrade: its write request waits like any other writer, so use ``try_lock`` with a wait
-    time there (``lock()`` would wait for its own read holds to go away).
-    """
-
-    __slots__ = ()
-
-
-class ReadWriteLock(RExpirable):
-    """A pair of locks on one name: many readers at once, or one writer.
-
-    Choose it when reads dominate and may run together, while writes must run alone. It is
-    Redisson's ``RReadWriteLock`` (same hash, fields, lease keys and channel). The object
-    itself is an expirable handle on the shared hash; take the sides with
-    [`read_lock`][syncprims.asyncio.ReadWriteLock.read_lock] and
-    [`write_lock`][syncprims.asyncio.ReadWriteLock.write_lock].
-
-    Example:
-        ```python
-        rw = client.get_read_write_lock("catalog")
-        async with rw.read_lock():
-            ...                       # with other readers
-        async with rw.write_lock():
-            ...                       # alone
-        ```
-
-    There is no writer preference (as in Redisson): a writer waits for a moment without
-    readers, so a constant stream of overlapping readers can delay it.
-    """
-
-    __slots__ = ("_read", "_write")
-
-    _core: ReadWriteLockCore
-
-    def __init__(self, core: ReadWriteLockCore) -> None:
-        super().__init__(core)
-        self._read = ReadLock(core.read_side)
-        self._write = WriteLock(core.write_side)
-
-    def read_lock(self) -> ReadLock:
-        """The read side (the same object on every call)."""
-        return self._read
-
-    def write_lock(self) -> WriteLock:
-        """The write side (the same object on every call)."""
-        return self._write
-
-
-class FencedLock(RLock):
-    """A reentrant lock that also hands out a fencing token with every acquisition.
-
-    Use it when the lock protects a storage system that can check a number: a lease cannot
-    stop a holder that pauses (GC, VM migration, a stopped process) past its lease and then
-    writes. Tokens strictly increase across all acquisitions of the lock; give the token to
-    the storage and have it refuse writes with a token lower than the highest it has seen.
-
-    Same methods as [`RLock`][syncprims.asyncio.RLock] (every acquisition increments the token),
-    plus [`lock_and_get_token`][syncprims.asyncio.FencedLock.lock_and_get_token],
-    [`try_lock_and_get_token`][syncprims.asyncio.FencedLock.try_lock_and_get_token] and
-    [`get_token`][syncprims.asyncio.FencedLock.get_token].
-
-    Algorithm: Redisson ``RedissonFencedLock`` (counter ``redisson_lock_token:{name}``); see
-    also Kleppmann, "How to do distributed locking" (2016).
-    """
-
-    __slots__ = ()
-
-    _core: FencedLockCore
-
-    async def lock_and_get_token(self, lease_time: Duration | None = None) -> int:
-        """Acquire, waiting as long as it takes, and return this acquisition's token.
-
-        Args:
-            lease_time: as in [`lock`][syncprims.asyncio.RLock.lock] (honoured, unlike Redisson's).
-
-        Raises:
-            TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
-        """
-        return await self._core.lock_and_get_token(_owner(), lease_time)
-
-    async def try_lock_and_get_token(
-        self, wait_time: Duration | None = None, lease_time: Duration | None = None
-    ) -> int | None:
-        """Acquire within ``wait_time`` (``None``: one attempt) and return the token.
+    async def statistics(self) -> LockStatistics:
+        """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
 
         Returns:
-            The token, or ``None`` when not acquired.
+            A [`LockStatistics`][syncprims.LockStatistics] for the current task (three reads,
+            not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
         """
-        return await self._core.try_lock_and_get_token(_owner(), wait_time, lease_time)
-
-    async def get_token(self) -> int:
-        """The latest token handed out by this lock (0 before any acquisition)."""
-
-        return await self._core.get_token()
+        return await self._core.statistics(_owner())

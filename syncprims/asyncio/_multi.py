@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._lock import RLock
@@ -166,7 +167,19 @@ class MultiLock:
     ) -> None:
         await self._core.unlock(_owner())
 
+    async def statistics(self) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for the current task, in the order given.
 
+        Returns:
+            One [`LockStatistics`][syncprims.LockStatistics] a sub-lock.
+
+        Raises:
+            TransportError: a Redis could not be reached (after retries).
+        """
+        return await self._core.statistics(_owner())
+
+
+@final
 class RedLock(MultiLock):
     """One lock on N independent Redis masters, held by a majority (``N // 2 + 1``).
 

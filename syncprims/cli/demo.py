@@ -37,10 +37,11 @@ from syncprims.cli._common import CommandError, checked_redis, default_url, reda
 
 __all__ = ["DemoResult", "report", "run_demo"]
 
-PRIMITIVES = ("lock", "fair", "rw", "redlock", "semaphore")
+PRIMITIVES = ("lock", "fair", "spin", "rw", "redlock", "semaphore")
 PRIMITIVE_HELP = {
     "lock": "RLock, one holder at a time",
     "fair": "FairLock, one holder at a time in request order",
+    "spin": "SpinLock, one holder at a time, waiters poll (no pub/sub)",
     "rw": "ReadWriteLock, many readers or one writer, see --read-ratio",
     "redlock": "RedLock over independent masters, see --masters",
     "semaphore": "Semaphore, at most --permits holders at once",
@@ -173,9 +174,12 @@ def _worker(job: _Job, shared: _Shared) -> None:
         elif job.primitive == "rw":
             rw = client.get_read_write_lock(lock_name)
             sides = {"r": rw.read_lock(), "w": rw.write_lock()}
+        elif job.primitive == "fair":
+            sides = {"x": client.get_fair_lock(lock_name)}
+        elif job.primitive == "spin":
+            sides = {"x": client.get_spin_lock(lock_name)}
         else:
-            exclusive = client.get_fair_lock(lock_name) if job.primitive == "fair" else None
-            sides = {"x": exclusive or client.get_lock(lock_name)}
+            sides = {"x": client.get_lock(lock_name)}
         local: list[Hold] = []
         try:
             end = time.monotonic() + seconds
@@ -245,7 +249,8 @@ def run_demo(
 
     Args:
         url: the Redis server; for ``"redlock"``, one URL per master.
-        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"rw"`` (ReadWriteLock),
+        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"spin"`` (SpinLock),
+            ``"rw"`` (ReadWriteLock),
             ``"redlock"`` (RedLock over the masters; the counter lives on the first) or
             ``"semaphore"`` (a Semaphore of ``permits`` permits).
         processes: worker processes (>= 1).

@@ -114,11 +114,27 @@ def _public_methods(cls: type) -> dict[str, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["RLock", "RObject", "RExpirable", "Client"])
+FACE_CLASSES = sorted(
+    name
+    for name in syncprims.__all__
+    if isinstance(getattr(syncprims, name), type)
+    and getattr(syncprims, name) is not getattr(syncprims.asyncio, name, None)
+)
+"""Every public class that each face defines for itself (errors and ``Config`` are shared)."""
+
+
+def test_both_faces_export_the_same_names() -> None:
+    assert set(syncprims.__all__) - {"__version__"} == set(syncprims.asyncio.__all__)
+    assert len(FACE_CLASSES) >= 15
+
+
+@pytest.mark.parametrize("name", FACE_CLASSES)
 def test_both_faces_have_the_same_names_and_signatures(name: str) -> None:
-    assert _public_methods(getattr(syncprims, name)) == _public_methods(
-        getattr(syncprims.asyncio, name)
-    )
+    sync_cls, async_cls = getattr(syncprims, name), getattr(syncprims.asyncio, name)
+    assert sync_cls.__module__.removeprefix(
+        "syncprims._sync."
+    ) == async_cls.__module__.removeprefix("syncprims.asyncio.")
+    assert _public_methods(sync_cls) == _public_methods(async_cls)
 
 
 def test_core_and_leaves_never_import_asyncio_directly() -> None:
@@ -136,3 +152,22 @@ def test_core_and_leaves_never_import_asyncio_directly() -> None:
                 else:
                     continue
                 assert not names & banned, f"{path.name} imports {names & banned}"
+
+
+def test_one_face_module_per_core_module() -> None:
+    """``asyncio/_<name>.py`` (and the generated ``_sync/_<name>.py``) holds the classes of
+    ``_core/<name>.py``; only the client and the decorator helper have no core module."""
+    faces = {p.stem.removeprefix("_") for p in (ROOT / "syncprims" / "asyncio").glob("_[!_]*.py")}
+    core = {p.stem for p in (ROOT / "syncprims" / "_core").glob("[!_]*.py")}
+    assert faces - core == {"client", "decorate"}
+    for name in faces:
+        assert (ROOT / "syncprims" / "_sync" / f"_{name}.py").exists()
+
+
+@pytest.mark.parametrize("name", FACE_CLASSES)
+def test_leaf_classes_are_final(name: str) -> None:
+    """A public class that no other public class extends is ``@final`` in both faces."""
+    for face in (syncprims, syncprims.asyncio):
+        cls = getattr(face, name)
+        extended = any(cls in getattr(face, other).__mro__[1:] for other in FACE_CLASSES)
+        assert getattr(cls, "__final__", False) is not extended, name

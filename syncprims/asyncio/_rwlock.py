@@ -1,0 +1,88 @@
+"""``ReadWriteLock`` and its two sides, ``ReadLock`` and ``WriteLock``."""
+
+from __future__ import annotations
+
+from typing import final
+
+from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.statistics import LockStatistics
+from syncprims.asyncio._lock import RLock
+from syncprims.asyncio._objects import RExpirable
+
+__all__ = ["ReadLock", "ReadWriteLock", "WriteLock"]
+
+
+@final
+class ReadLock(RLock):
+    """The read side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: shared by any number
+    of readers.
+
+    Same methods as [`RLock`][syncprims.asyncio.RLock]. ``is_locked()`` is true while any reader
+    holds it (also a writer that took read holds). Read holds taken without ``lease_time`` are
+    renewed by the watchdog for this client's readers only, so readers of a crashed process expire.
+    """
+
+    __slots__ = ()
+
+
+@final
+class WriteLock(RLock):
+    """The write side of a [`ReadWriteLock`][syncprims.asyncio.ReadWriteLock]: excludes readers and
+    other writers.
+
+    Same methods as [`RLock`][syncprims.asyncio.RLock]. Its owner may also take the read side (then
+    releasing the write side downgrades to a read lock). An owner holding only read locks cannot
+    upgrade: its write request waits like any other writer, so use ``try_lock`` with a wait
+    time there (``lock()`` would wait for its own read holds to go away).
+    """
+
+    __slots__ = ()
+
+
+@final
+class ReadWriteLock(RExpirable):
+    """A pair of locks on one name: many readers at once, or one writer.
+
+    Choose it when reads dominate and may run together, while writes must run alone. It is
+    Redisson's ``RReadWriteLock`` (same hash, fields, lease keys and channel). The object
+    itself is an expirable handle on the shared hash; take the sides with
+    [`read_lock`][syncprims.asyncio.ReadWriteLock.read_lock] and
+    [`write_lock`][syncprims.asyncio.ReadWriteLock.write_lock].
+
+    Example:
+        ```python
+        rw = client.get_read_write_lock("catalog")
+        async with rw.read_lock():
+            ...                       # with other readers
+        async with rw.write_lock():
+            ...                       # alone
+        ```
+
+    There is no writer preference (as in Redisson): a writer waits for a moment without
+    readers, so a constant stream of overlapping readers can delay it.
+    """
+
+    __slots__ = ("_read", "_write")
+
+    _core: ReadWriteLockCore
+
+    def __init__(self, core: ReadWriteLockCore) -> None:
+        super().__init__(core)
+        self._read = ReadLock(core.read_side)
+        self._write = WriteLock(core.write_side)
+
+    def read_lock(self) -> ReadLock:
+        """The read side (the same object on every call)."""
+        return self._read
+
+    def write_lock(self) -> WriteLock:
+        """The write side (the same object on every call)."""
+        return self._write
+
+    async def statistics(self) -> tuple[LockStatistics, LockStatistics]:
+        """Snapshots of both sides for the current task: ``(read side, write side)``.
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+        """
+        return (await self._read.statistics(), await self._write.statistics())

@@ -1,0 +1,122 @@
+"""Shared by the security tests: the least-privilege ACL rule set, the users, and helpers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+import redis.exceptions
+
+import syncprims
+
+USER = "locker"
+USER_PASSWORD = "locker-pw-7f3a"
+ADMIN_PASSWORD = "admin-pw-91c2"
+
+# -- the ACL rule set -------------------------------------------------------------------------
+
+ACL_KEYS = (
+    "~app:*",  # the objects: lock hashes, semaphore and latch counters
+    "~{app:*",  # "{name}:..." keys: read-lock leases, permit-expirable semaphore leases
+    "~redisson_lock_queue:{app:*",  # fair lock: wait queue
+    "~redisson_lock_timeout:{app:*",  # fair lock: waiter deadlines
+    "~redisson_lock_token:{app:*",  # fenced lock: token counter
+    "~redisson_unlock_latch:{app:*",  # every lock kind: unlock idempotency keys
+    # The scripts that publish get the channel in KEYS (Redisson's layout, for cluster
+    # routing), and Redis checks every KEYS entry against the key patterns:
+    "~redisson_lock__channel:{app:*",
+    "~redisson_rwlock:{app:*",
+    "~redisson_sc:{app:*",
+)
+"""Key patterns (``~``) of the ACL user."""
+
+ACL_CHANNELS = (
+    "&redisson_lock__channel:{app:*",  # RLock, FencedLock, FairLock (and its per-waiter channels)
+    "&redisson_rwlock:{app:*",  # ReadWriteLock
+    "&redisson_sc:{app:*",  # Semaphore, PermitExpirableSemaphore
+    "&redisson_countdownlatch__channel__{app:*",  # CountDownLatch (given in ARGV, not KEYS)
+)
+"""Pub/sub channel patterns (``&``) of the ACL user."""
+
+ACL_COMMANDS = (
+    "-@all",
+    "+ping",  # connect() checks the server; the pub/sub connection's keep-alive
+    "+evalsha",  # every operation that changes state is a script...
+    "+script|load",  # ...loaded on NOSCRIPT (no EVAL: the scripts are never sent inline)
+    "+subscribe",  # waits (lock(), acquire(), await_())
+    "+unsubscribe",  # a subscription idle for a second is dropped
+    # plain reads and RObject operations
+    "+get", "+hget", "+hexists", "+hlen", "+pttl", "+exists",
+    "+del", "+unlink", "+touch",  # delete()/unlink()/touch(); unlock-latch clean-up (UNLINK)
+    # called from the scripts (Redis checks them there too)
+    "+publish",
+    "+set", "+incr", "+incrby", "+decr", "+decrby",
+    "+hset", "+hdel", "+hincrby", "+hkeys",
+    "+pexpire", "+persist",
+    "+lindex", "+lpop", "+lrange", "+lrem", "+rpush",
+    "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
+)  # fmt: skip
+"""Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
+(``Config.lock_synced_replicas`` > 0), ``+pexpireat`` (``expire_at()``); a cluster also
+needs ``+cluster|slots``, ``+asking``, ``+spublish``, ``+ssubscribe``, ``+sunsubscribe`` and
+``+pubsub|shardnumsub``."""
+
+ACL_RULES = ("reset", "on", f">{USER_PASSWORD}", *ACL_KEYS, *ACL_CHANNELS, *ACL_COMMANDS)
+"""``ACL SETUSER locker <rules>``."""
+
+
+def plain_redis(port: int, **options: Any) -> Any:
+    """A plain redis-py client (typed ``Any``: redis-py's reply types are a union with
+    ``Awaitable``)."""
+    return redis.Redis(port=port, socket_timeout=5, **options)
+
+
+def until(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def wakes_on_message(
+    admin: Any, channel_glob: str, wait: Callable[[], bool], release: Callable[[], object]
+) -> None:
+    """Run ``wait`` in a thread; once it is subscribed to a channel matching ``channel_glob``,
+    ``release`` what it waits for, and check it returns ``True`` promptly.
+
+    The caller holds with a 30 s lease and the client re-checks every 10 s at most: a return
+    within 2 s of the release means the pub/sub message woke the waiter.
+    """
+    result: list[object] = []
+
+    def run() -> None:
+        try:
+            result.append(wait())
+        except BaseException as error:
+            result.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    until(lambda: admin.pubsub_channels(channel_glob), 5, f"a subscriber of {channel_glob}")
+    released = time.monotonic()
+    release()
+    thread.join(5)
+    woken_after = time.monotonic() - released
+    assert not thread.is_alive(), f"the waiter on {channel_glob} is still waiting"
+    assert result == [True], result
+    assert woken_after < 2.0, f"the waiter on {channel_glob} woke {woken_after:.2f} s late"
+
+
+def lock_waiter(lock: syncprims.RLock, wait_time: float = 5.0) -> Callable[[], bool]:
+    def wait() -> bool:
+        acquired = lock.try_lock(wait_time=wait_time, lease_time=5)
+        if acquired:
+            lock.unlock()
+        return acquired
+
+    return wait
