@@ -86,7 +86,8 @@ ACL_COMMANDS = (
     "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
 )  # fmt: skip
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
-(``Config.lock_synced_replicas`` > 0), ``+pexpireat`` (``expire_at()``); a cluster also
+and ``+info`` (``Config.lock_synced_replicas``; refused ``INFO``, the default ``"auto"``
+counts no replica and so sends no ``WAIT``), ``+pexpireat`` (``expire_at()``); a cluster also
 needs ``+cluster|slots``, ``+asking``, ``+spublish``, ``+ssubscribe``, ``+sunsubscribe`` and
 ``+pubsub|shardnumsub``."""
 
