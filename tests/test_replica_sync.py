@@ -78,9 +78,15 @@ def test_bad_replica_settings(value: Any, error: type[Exception]) -> None:
 
 
 def test_connected_replicas_parses_info() -> None:
-    info = b"# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=x\r\n"
-    assert replicas.connected_replicas(info) == 2
+    info = (
+        b"# Replication\r\nrole:master\r\nconnected_slaves:3\r\n"
+        b"slave0:ip=127.0.0.1,port=1,state=online,offset=9,lag=0\r\n"
+        b"slave1:ip=127.0.0.1,port=2,state=wait_bgsave,offset=0,lag=0\r\n"
+        b"slave2:ip=127.0.0.1,port=3,state=online,offset=9,lag=1\r\n"
+    )
+    assert replicas.connected_replicas(info) == 2  # the one still loading cannot ack yet
     assert replicas.connected_replicas(b"# Replication\r\nrole:slave\r\n") == 0
+    assert replicas.replication_id(b"role:master\r\nmaster_replid:ab12\r\n") == b"ab12"
 
 
 async def test_auto_without_replica_sends_no_wait(face: Face, pair: Pair) -> None:
@@ -193,4 +199,52 @@ async def test_auto_learns_a_new_replica(face: Face, monkeypatch: pytest.MonkeyP
     finally:
         if replica is not None:
             replica.stop()
+        master.stop()
+
+
+def test_a_lower_count_waits_for_the_hold_down() -> None:
+    count = replicas.ReplicaCount()
+    count.seen(1, 0.0)
+    assert count.count == 1
+    count.seen(0, 1.0)  # a replica left, or a failover promoted it: not believed yet
+    count.seen(0, 1.0 + replicas.HOLD_DOWN / 2)
+    assert count.count == 1
+    count.seen(1, 40.0)  # back: the hold down starts again
+    count.seen(0, 41.0)
+    count.seen(0, 41.0 + replicas.HOLD_DOWN)
+    assert count.count == 0
+    count.seen(2, 200.0)  # more: at once
+    assert count.count == 2
+    count.seen(0, 201.0, b"other")  # another master (a promoted replica): at once
+    assert count.count == 0
+
+
+async def test_auto_a_replica_that_left_fails_until_the_hold_down(
+    face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A master that lost its replica (as a demoted master in a split brain) does not grant
+    unacknowledged locks at once; after the hold down it counts the replica gone."""
+    master = RedisServer(args=QUICK)
+    replica = RedisServer(args=[*QUICK, "--replicaof", "127.0.0.1", str(master.port)])
+    try:
+        r = raw_redis(master.url)
+        while r.execute_command("WAIT", 1, 100) != 1:
+            r.set("probe", 1)
+        client = await face.connect(master.url, replica_sync_timeout=0.2)
+        lock = client.get_lock(name())
+        actor = face.actor()
+        await actor(lock.lock)
+        await actor(lock.unlock)
+        replica.stop()
+        while int(r.info("replication")["connected_slaves"]):
+            pass
+        with pytest.raises(ReplicaSyncError):
+            await actor(lock.try_lock, lease_time=10)
+        assert r.exists(lock.name) == 0
+        monkeypatch.setattr(replicas, "HOLD_DOWN", 0.0)  # the failure's look started it
+        assert await actor(lock.try_lock, lease_time=10)  # this one's look ends it
+        await actor(lock.unlock)
+        r.close()
+    finally:
+        replica.stop()
         master.stop()

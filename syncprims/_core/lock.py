@@ -206,7 +206,8 @@ class LockCore(ExpirableCore):
             raise reply
         acknowledged = int(reply)
         if ex.config.lock_synced_replicas == "auto" and acknowledged != required:
-            # A replica joined or left since the count was taken: count again.
+            # A replica joined (counted at once) or left (counted only after a hold down:
+            # a demoted master in a split brain also reports fewer): count again.
             required = await ex.replicas(self.name, recheck=True)
         if acknowledged >= required:
             return

@@ -293,8 +293,8 @@ class Executor(Protocol):
         """
 
     async def replicas(self, route: str, *, recheck: bool = False) -> int:
-        """The replicas of the master that owns ``route`` (``INFO replication``
-        ``connected_slaves``), as last seen; looked up again when that is a few seconds old
+        """The replicas in sync of the master that owns ``route`` (``INFO replication``,
+        ``state=online``), as last seen; looked up again when that is a few seconds old
         or ``recheck`` is set. Never raises a transport error (the last count stands)."""
 
     async def command(

@@ -47,10 +47,12 @@ SINGLE_KINDS = (
     "rlock", "fair", "rw", "fenced", "semaphore", "pexpirable", "multilock", *BROKEN
 )  # fmt: skip
 PERMITS = {"semaphore": 2, "pexpirable": 2}
-# The slowest primitive (three locks per section) gets more threads and resources, so that
-# a 30-minute run reaches 100,000 sections of each on two cores.
-EXTRA_THREADS = {"multilock": 1}
-RESOURCES = {"multilock": ["r0", "r1", "r2"]}
+# Threads and resources per primitive, so that a 30-minute run reaches 100,000 sections of
+# each on two cores: the fast semaphores get fewer threads, the slow ones more (a MultiLock
+# takes three locks; the Sentinel RLock cannot grant while a failover left no replica).
+EXTRA_THREADS = {"multilock": 1, "sentinel": 2, "semaphore": -1, "pexpirable": -1}
+THREE = ["r0", "r1", "r2"]
+RESOURCES = {"multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE}
 OPTIONS: dict[str, Any] = {
     "lock_watchdog_timeout": 2.0,
     "timeout": 0.5,
