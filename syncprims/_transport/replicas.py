@@ -5,14 +5,15 @@ master, a Sentinel-managed master, a cluster node) remembers how many replicas i
 (``state=online``) its last ``INFO replication`` listed: read when the client connects (a
 cluster node: on first use), again when it is older than :data:`RECHECK` seconds (by the
 acquire that finds it stale, once: the others keep the old count meanwhile), and at once
-when a ``WAIT`` reply disagrees with it. A higher count is taken at once (a replica joined),
-and so is any count of another master (its ``master_replid`` changed: a promoted replica, or
-a restart). A lower count of the same master only after :data:`HOLD_DOWN` seconds of lower
-readings: taking it at once was unsafe (the chaos campaign found it): after a failover the
-demoted master, still taking writes from clients that had not moved yet, reported no
-replica, the client stopped waiting, and that master granted locks that the promoted one
-never saw. Until a missing replica is back (or the hold down has passed), acquisitions there
-fail with ``ReplicaSyncError``, as with a fixed number. An ``INFO`` refused by an ACL counts
+when a ``WAIT`` reply disagrees with it. A higher count is taken at once (a replica joined);
+a lower one only after :data:`HOLD_DOWN` seconds of lower readings. Taking it at once was
+unsafe (the chaos campaign found it, twice): after a failover the demoted master, still
+reached by connections of the pool that had not moved yet, reported no replica, the client
+stopped waiting, and that master granted locks the promoted one never saw. Nor can the
+count follow the master's replication id (a promoted replica has a new one): in that split
+brain one pool's connections reach both masters, so the looks alternate between them. Until
+a missing replica is back in sync (or the hold down has passed), acquisitions fail with
+``ReplicaSyncError``, as with a fixed number. An ``INFO`` refused by an ACL counts
 0 (a warning says so once): give such a user ``+info``, or set a number.
 """
 
@@ -31,7 +32,6 @@ __all__ = [
     "ReplicaCount",
     "connected_replicas",
     "replica_count",
-    "replication_id",
 ]
 
 log = logging.getLogger("syncprims")
@@ -43,28 +43,22 @@ HOLD_DOWN = 60.0
 """Seconds of lower readings before a replica count falls (Redis's own ``repl-timeout``)."""
 
 _ONLINE = re.compile(rb"^slave\d+:.*\bstate=online\b", re.MULTILINE)
-_REPLID = re.compile(rb"^master_replid:(\w+)\s*$", re.MULTILINE)
 
 
 class ReplicaCount:
     """One master's replicas as last seen."""
 
-    __slots__ = ("checked", "count", "fewer_since", "refused", "replid")
+    __slots__ = ("checked", "count", "fewer_since", "refused")
 
     def __init__(self) -> None:
         self.count = 0
         self.checked = -math.inf  # monotonic seconds of the last look
         self.fewer_since: float | None = None  # since when the looks found fewer
         self.refused = False  # INFO refused (logged once)
-        self.replid: bytes | None = None  # the master's replication id at the last look
 
-    def seen(self, count: int, now: float, replid: bytes | None = None) -> None:
-        """A look found ``count`` replicas of the master with ``replid``: more, or those of
-        another master, count at once; fewer of the same master after the hold down."""
-        if replid != self.replid:
-            self.replid = replid
-            self.count, self.fewer_since = count, None
-        elif count >= self.count:
+    def seen(self, count: int, now: float) -> None:
+        """A look found ``count`` replicas: more count at once, fewer after the hold down."""
+        if count >= self.count:
             self.count, self.fewer_since = count, None
         elif self.fewer_since is None:
             self.fewer_since = now
@@ -82,12 +76,6 @@ def connected_replicas(info: bytes) -> int:
     """The replicas of an ``INFO replication`` reply that are in sync (``state=online``; one
     still loading its first copy cannot acknowledge a ``WAIT`` yet)."""
     return len(_ONLINE.findall(info))
-
-
-def replication_id(info: bytes) -> bytes | None:
-    """``master_replid`` of an ``INFO replication`` reply (``None`` when absent)."""
-    match = _REPLID.search(info)
-    return match.group(1) if match else None
 
 
 async def replica_count(server: _Server, now: float, *, recheck: bool = False) -> int:
@@ -118,6 +106,5 @@ async def replica_count(server: _Server, now: float, *, recheck: bool = False) -
         return 0
     except TransportError:
         return known.count
-    text = bytes(info)
-    known.seen(connected_replicas(text), now, replication_id(text))
+    known.seen(connected_replicas(bytes(info)), now)
     return known.count

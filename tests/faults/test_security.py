@@ -87,9 +87,9 @@ ACL_COMMANDS = (
     "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
 )  # fmt: skip
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
-(``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat`` (``expire_at()``); a cluster also
-needs ``+cluster|slots``, ``+asking``, ``+spublish``, ``+ssubscribe``, ``+sunsubscribe`` and
-``+pubsub|shardnumsub``."""
+(``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat``
+(``expire_at()``); a cluster also needs ``+cluster|slots``, ``+asking``, ``+spublish``,
+``+ssubscribe``, ``+sunsubscribe`` and ``+pubsub|shardnumsub``."""
 
 ACL_RULES = ("reset", "on", f">{USER_PASSWORD}", *ACL_KEYS, *ACL_CHANNELS, *ACL_COMMANDS)
 """``ACL SETUSER locker <rules>``."""
