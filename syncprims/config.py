@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import attrs
 
@@ -47,7 +47,7 @@ class ConnectOptions(TypedDict, total=False):
     subscription_timeout: Duration
     wait_recheck_interval: Duration
     fair_lock_wait_timeout: Duration
-    lock_synced_replicas: int
+    lock_synced_replicas: int | Literal["auto"]
     replica_sync_timeout: Duration
 
 
@@ -84,6 +84,22 @@ def _non_negative_int(instance: object, attribute: attrs.Attribute[int], value: 
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{attribute.name} must be an int, not {type(value).__name__}")
     if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+def _replicas(
+    instance: object,
+    attribute: attrs.Attribute[int | Literal["auto"]],
+    value: int | Literal["auto"],
+) -> None:
+    raw: object = value
+    if raw == "auto":
+        return
+    if isinstance(raw, str):
+        raise ValueError(f"{attribute.name} must be 'auto' or an int >= 0, got {raw!r}")
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise TypeError(f"{attribute.name} must be 'auto' or an int, not {type(raw).__name__}")
+    if raw < 0:
         raise ValueError(f"{attribute.name} must not be negative, got {value}")
 
 
@@ -140,10 +156,13 @@ class Config:
             the lock even without a wake-up (a lost message cannot stall it longer).
         fair_lock_wait_timeout: a fair-lock waiter's slot, seconds (Redisson
             ``fairLockWaitTimeout``, 300 s).
-        lock_synced_replicas: after each lock acquisition, wait (``WAIT``) until this many
-            replicas have the lock; if fewer acknowledge within ``replica_sync_timeout``, the
-            acquisition is undone and ``ReplicaSyncError`` raised (Redisson
-            ``checkLockSyncedSlaves``). 0 (default): do not wait. It narrows, but cannot
+        lock_synced_replicas: after each lock acquisition, wait (``WAIT``, sent in the same
+            write as the acquire: one round trip) until this many replicas have the lock; if
+            fewer acknowledge within ``replica_sync_timeout``, the acquisition is undone and
+            ``ReplicaSyncError`` raised (Redisson ``checkLockSyncedSlaves``). ``"auto"``
+            (default, as Redisson): every replica the master has (``INFO replication``, read
+            at connect and every few seconds); a master without replicas gets no ``WAIT`` at
+            all, so the default costs nothing there. 0: never wait. It narrows, but cannot
             close, the window in which a failover loses a granted lock (replication stays
             asynchronous).
         replica_sync_timeout: seconds to wait for those replicas (Redisson
@@ -164,7 +183,7 @@ class Config:
     fair_lock_wait_timeout: float = attrs.field(
         default=300.0, converter=_seconds, validator=_positive
     )
-    lock_synced_replicas: int = attrs.field(default=0, validator=_non_negative_int)
+    lock_synced_replicas: int | Literal["auto"] = attrs.field(default="auto", validator=_replicas)
     replica_sync_timeout: float = attrs.field(default=1.0, converter=_seconds, validator=_positive)
 
     @classmethod

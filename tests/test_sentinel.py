@@ -129,7 +129,9 @@ def _with_failover(
 def test_clients_keep_working_through_a_failover(
     sentinels: SentinelSet, record_property: Callable[[str, object], None]
 ) -> None:
-    holds, failures, done, _ = _with_failover(sentinels, 5.0)
+    # The opt-out (the first row of docs/cluster.md's table): with the default "auto", each
+    # acquisition also waits for the demoted master until it is a replica in sync again.
+    holds, failures, done, _ = _with_failover(sentinels, 5.0, lock_synced_replicas=0)
     overlaps, _ = analyse(holds)
     record_property("overlaps", overlaps)  # asynchronous replication: reported, see the docs
     record_property("failed_calls", failures)

@@ -52,7 +52,7 @@ from syncprims._protocol.names import (
 )
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
-from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError
+from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError, SyncPrimsError
 
 __all__ = ["LOCK_RENEWAL", "LockCore", "lock_policy"]
 
@@ -250,41 +250,71 @@ class LockCore(ExpirableCore):
     # -- acquire ------------------------------------------------------------------------------
 
     async def attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
-        """One run of the acquire script; ``None`` when acquired, else how long to wait (ms)."""
+        """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
+
+        With replicas to wait for (``lock_synced_replicas``), ``WAIT`` goes in the same write
+        as the script (one round trip, as Redisson's batch); its reply only counts when the
+        script acquired.
+        """
         ex = self._ex
         call = self.acquire_command(field, lease, wait)
+        required = await self._replicas_required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
-        reply = await with_retry(
-            ex,
-            lambda: ex.eval(
-                call.script,
-                call.keys,
-                call.args,
-                context=self.context("acquiring"),
-                on_orphan=lambda late: self.on_abandoned_attempt(field, wait, late),
-            ),
-            idempotent=False,
-        )
+        context = self.context("acquiring")
+
+        def orphan(late: Any) -> Awaitable[None]:
+            return self.on_abandoned_attempt(field, wait, late)
+
+        acknowledged: Any = None
+        if required:
+            sync_timeout = ex.config.replica_sync_timeout
+            reply, acknowledged = await with_retry(
+                ex,
+                lambda: ex.eval_then(
+                    call.script,
+                    call.keys,
+                    call.args,
+                    ("WAIT", required, round(sync_timeout * 1000)),
+                    then_timeout=sync_timeout,
+                    context=context,
+                    on_orphan=orphan,
+                ),
+                idempotent=False,
+            )
+        else:
+            reply = await with_retry(
+                ex,
+                lambda: ex.eval(
+                    call.script, call.keys, call.args, context=context, on_orphan=orphan
+                ),
+                idempotent=False,
+            )
         ttl = self.reply_ttl(reply)
         if ttl is None:
-            if ex.config.lock_synced_replicas:
-                await self._wait_for_replicas(field, lease)
+            if required:
+                await self._check_replicas(field, lease, required, acknowledged)
             self.acquired(field, lease, watchdog, reply, since=sent)
         return ttl
 
-    async def _wait_for_replicas(self, field: str, lease: int) -> None:
-        """``WAIT`` for ``lock_synced_replicas``; undo the acquisition and raise if too few."""
+    async def _replicas_required(self) -> int:
+        """How many replicas an acquisition must reach (``"auto"``: the master's)."""
+        setting = self._ex.config.lock_synced_replicas
+        if setting == "auto":
+            return await self._ex.replicas(self.name)
+        return setting
+
+    async def _check_replicas(self, field: str, lease: int, required: int, reply: Any) -> None:
+        """Judge the ``WAIT`` reply of an acquisition; undo it and raise if too few replicas
+        acknowledged (or ``WAIT`` failed)."""
         ex = self._ex
-        required = ex.config.lock_synced_replicas
-        acknowledged = int(
-            await ex.command(
-                "WAIT",
-                required,
-                round(ex.config.replica_sync_timeout * 1000),
-                context=self.context("waiting for the replicas of"),
-                route=self.name,
-            )
-        )
+        if isinstance(reply, SyncPrimsError):
+            await self._unlock_field(field, lease)
+            raise reply
+        acknowledged = int(reply)
+        if ex.config.lock_synced_replicas == "auto" and acknowledged != required:
+            # A replica joined (counted at once) or left (counted only after a hold down:
+            # a demoted master in a split brain also reports fewer): count again.
+            required = await ex.replicas(self.name, recheck=True)
         if acknowledged >= required:
             return
         await self._unlock_field(field, lease)

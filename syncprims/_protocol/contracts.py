@@ -15,7 +15,7 @@ on each other's modules; the executors (``syncprims._runtime``) put them togethe
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
@@ -205,8 +205,9 @@ class Settings(Protocol):
         """Seconds: the lease a lock without ``lease_time`` gets, renewed by the watchdog."""
 
     @property
-    def lock_synced_replicas(self) -> int:
-        """Replicas that must acknowledge an acquisition (``WAIT``); 0 for none."""
+    def lock_synced_replicas(self) -> int | Literal["auto"]:
+        """Replicas that must acknowledge an acquisition (``WAIT``); 0 for none, ``"auto"``
+        for every replica the master has."""
 
     @property
     def replica_sync_timeout(self) -> float:
@@ -276,6 +277,34 @@ class Executor(Protocol):
             TransportError: ``maybe_executed`` tells whether it may have run.
             ServerReplyError: Redis answered with an error.
         """
+
+    async def eval_then(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Arg],
+        then: Sequence[str | int],
+        *,
+        then_timeout: float,
+        context: str,
+        on_orphan: Orphan | None = None,
+    ) -> tuple[Any, Any]:
+        """Run a script once and the plain command ``then`` right behind it, in one write on
+        the same connection (one round trip: an acquire and its ``WAIT``); ``then_timeout``:
+        how long ``then`` may block in Redis (``WAIT``'s timeout), seconds, which its reply
+        is awaited for on top of the usual timeout.
+
+        Returns:
+            The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with.
+
+        Raises:
+            As ``eval``, for the script.
+        """
+
+    async def replicas(self, route: str, *, recheck: bool = False) -> int:
+        """The replicas in sync of the master that owns ``route`` (``INFO replication``,
+        ``state=online``), as last seen; looked up again when that is a few seconds old
+        or ``recheck`` is set. Never raises a transport error (the last count stands)."""
 
     async def command(
         self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None

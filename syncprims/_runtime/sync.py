@@ -26,6 +26,7 @@ from syncprims._services.pubsub import ClusterSubscribers, Subscription, ThreadS
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.cluster import ClusterRouter, SyncTopology
 from syncprims._transport.errors import ClusterRedirectError
+from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, close_owned, sync_source
 from syncprims._transport.sync import Routed, SyncServer, fan_out
 from syncprims.config import Config
@@ -126,6 +127,10 @@ class SyncExecutor(ExecutorBase):
         if isinstance(self.transport, ClusterRouter):
             await self.transport.ready()
         await self.transport.command("PING", context="connecting")
+        if self.config.lock_synced_replicas == "auto" and not isinstance(
+            self.transport, ClusterRouter
+        ):
+            await replica_count(self.transport, self.monotonic(), recheck=True)
 
     async def eval(
         self,
@@ -137,6 +142,32 @@ class SyncExecutor(ExecutorBase):
         on_orphan: Orphan | None = None,
     ) -> Any:
         return await self.transport.eval(script, keys, args, context=context)
+
+    async def eval_then(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        then: Sequence[str | int],
+        *,
+        then_timeout: float,
+        context: str,
+        on_orphan: Orphan | None = None,
+    ) -> tuple[Any, Any]:
+        return await self.transport.eval_then(
+            script,
+            keys,
+            args,
+            then,
+            then_timeout=then_timeout,
+            context=context,
+            on_orphan=on_orphan,
+        )
+
+    async def replicas(self, route: str, *, recheck: bool = False) -> int:
+        transport = self.transport
+        server = transport.route([route]) if isinstance(transport, ClusterRouter) else transport
+        return await replica_count(server, self.monotonic(), recheck=recheck)
 
     async def command(
         self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None

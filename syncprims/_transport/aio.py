@@ -37,6 +37,7 @@ import redis.exceptions
 from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._transport.errors import pack, translate
+from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError
 
 __all__ = ["AsyncServer", "NodePool", "bind_loop"]
@@ -45,6 +46,7 @@ log = logging.getLogger("syncprims.transport")
 
 _FAILURES = (redis.exceptions.RedisError, OSError, TimeoutError)
 _IDLE_CAP = 8  # connections a server keeps checked out between calls
+_NOTHING: Any = object()  # no reply read yet
 
 
 def bind_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
@@ -175,6 +177,7 @@ class AsyncServer:
         # only over a plain redis.asyncio ConnectionPool.
         self._idle: list[Any] = []
         self._idle_cap = _IDLE_CAP if type(pool) is redis.asyncio.ConnectionPool else 0
+        self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
 
     def _bind(self) -> _Deadlines:
         loop = bind_loop(self._loop)
@@ -224,6 +227,42 @@ class AsyncServer:
         :meth:`eval`."""
         return await self._call(args, context, asking=asking, timeout=timeout)
 
+    async def eval_then(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        then: Sequence[str | int],
+        *,
+        then_timeout: float,
+        context: str,
+        on_orphan: Orphan | None = None,
+        asking: bool = False,
+    ) -> tuple[Any, Any]:
+        """Run ``script`` once (as :meth:`eval`) and the plain command ``then`` right behind
+        it, in one write on one connection: one round trip for both (an acquire and its
+        ``WAIT``). ``then_timeout``: how long ``then`` itself may block in Redis (``WAIT``'s
+        timeout), seconds; the call may take that much longer than the usual timeout.
+
+        Returns:
+            The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with
+            (the script's outcome is never lost to a failure of ``then``; a caller cancelled
+            while ``then``'s reply is in flight hands the script's reply to ``on_orphan``).
+
+        Raises:
+            As :meth:`eval`, for the script.
+        """
+        reply, after = await self._call(
+            ("EVALSHA", script.sha, len(keys), *keys, *args),
+            context,
+            on_orphan=on_orphan,
+            script=script,
+            asking=asking,
+            timeout=self.timeout + then_timeout,
+            then=tuple(then),
+        )
+        return reply, after
+
     async def _call(
         self,
         command: tuple[Any, ...],
@@ -233,7 +272,9 @@ class AsyncServer:
         script: Script | None = None,
         asking: bool = False,
         timeout: float | None = None,
+        then: tuple[Any, ...] | None = None,
     ) -> Any:
+        """One call; with ``then`` (:meth:`eval_then`), ``(reply, then's reply or error)``."""
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
         deadlines = self._bind()
@@ -241,6 +282,7 @@ class AsyncServer:
         conn: Any = None
         keep = True  # give the connection back to the pool afterwards
         sent = False
+        first: Any = _NOTHING  # with then: the script's reply, once read
         try:
             try:
                 conn = self._idle.pop() if self._idle else await self.pool.get_connection()
@@ -253,28 +295,57 @@ class AsyncServer:
                     await conn.disconnect()
                     await conn.connect()
                 prefix = pack(conn, ("ASKING",)) if asking else []
-                await conn.send_packed_command(prefix + pack(conn, command), check_health=False)
+                behind = pack(conn, then) if then is not None else []
+                await conn.send_packed_command(
+                    prefix + pack(conn, command) + behind, check_health=False
+                )
                 sent = True
                 if asking:
                     await self._read(conn)
                 try:
-                    return await self._read(conn)
+                    reply = await self._read(conn)
                 except redis.exceptions.NoScriptError:
                     assert script is not None
                     sent = False  # NOSCRIPT: it did not run
+                    if then is not None:  # then ran after the NOSCRIPT: drop its reply
+                        await self._skip(conn)
                     await conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
                     await self._read(conn)
                     if asking:
                         await conn.send_command("ASKING", check_health=False)
                         await self._read(conn)
-                    await conn.send_packed_command(pack(conn, command), check_health=False)
+                    await conn.send_packed_command(pack(conn, command) + behind, check_health=False)
                     sent = True
-                    return await self._read(conn)
+                    reply = await self._read(conn)
+                except redis.exceptions.ResponseError:
+                    if then is not None:  # an error reply: then's reply still comes
+                        await self._skip(conn)
+                    raise
+                if then is None:
+                    return reply
+                first = reply
+                return reply, await self._read_then(conn, context)
             except asyncio.CancelledError:
+                timed_out = deadlines.timed_out(key)
+                if first is not _NOTHING and timed_out:  # then's reply did not come in time
+                    await _drop(conn)
+                    late = translate(
+                        TimeoutError(),
+                        context=context,
+                        address=self.address,
+                        timeout=self.timeout,
+                        sent=True,
+                    )
+                    return first, late
                 if conn is not None and sent and on_orphan is not None:
                     keep = False
-                    self._adopt(conn, on_orphan)
-                if deadlines.timed_out(key):
+                    if first is _NOTHING:
+                        self._adopt(conn, on_orphan, skip=then is not None)
+                    else:  # only then's reply is missing: hand the script's over
+                        await _drop(conn)
+                        await self._release(conn)
+                        self._hand_over(first, on_orphan)
+                if timed_out:
                     raise TimeoutError from None
                 raise
         except redis.exceptions.ResponseError as error:
@@ -296,6 +367,25 @@ class AsyncServer:
             if keep and conn is not None:
                 await self._release(conn)
 
+    async def _read_then(self, conn: Any, context: str) -> Any:
+        """The reply of the command sent behind a script, or the error it failed with."""
+        try:
+            return await self._read(conn)
+        except redis.exceptions.ResponseError as error:
+            return translate(
+                error, context=context, address=self.address, timeout=self.timeout, sent=True
+            )
+        except _FAILURES as error:
+            await _drop(conn)
+            return translate(
+                error, context=context, address=self.address, timeout=self.timeout, sent=True
+            )
+
+    async def _skip(self, conn: Any) -> None:
+        """Read and drop one reply (an error reply too)."""
+        with contextlib.suppress(redis.exceptions.ResponseError):
+            await self._read(conn)
+
     @staticmethod
     async def _read(conn: Any) -> Any:
         return await conn.read_response(
@@ -316,16 +406,37 @@ class AsyncServer:
             with contextlib.suppress(Exception):
                 await self.pool.release(conn)
 
-    def _adopt(self, conn: Any, on_orphan: Orphan) -> None:
-        task = asyncio.get_running_loop().create_task(self._finish_orphan(conn, on_orphan))
+    def _adopt(self, conn: Any, on_orphan: Orphan, *, skip: bool = False) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._finish_orphan(conn, on_orphan, skip=skip)
+        )
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _finish_orphan(self, conn: Any, on_orphan: Orphan) -> None:
+    def _hand_over(self, reply: Any, on_orphan: Orphan) -> None:
+        """Await ``on_orphan(reply)`` in the background (its caller went away)."""
+
+        async def undo() -> None:
+            try:
+                await on_orphan(reply)
+            except Exception:
+                log.exception(
+                    "releasing what an abandoned call acquired failed; its lease bounds it"
+                )
+
+        task = asyncio.get_running_loop().create_task(undo())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _finish_orphan(self, conn: Any, on_orphan: Orphan, *, skip: bool = False) -> None:
+        """Read the late reply of an abandoned call and hand it to ``on_orphan``; ``skip``:
+        a command's reply follows it on the connection (:meth:`eval_then`), dropped too."""
         try:
             async with asyncio.timeout(self._orphan_timeout):
                 reply = await self._read(conn)
         except redis.exceptions.ResponseError:
+            if skip:
+                await _drop(conn)  # then's reply is still on the way: do not reuse it
             await self._release(conn)  # an error reply: nothing happened
             return
         except (Exception, asyncio.CancelledError) as error:
@@ -335,6 +446,8 @@ class AsyncServer:
                 "the reply of an abandoned call never came (%r); its lease bounds it", error
             )
             return
+        if skip:
+            await _drop(conn)  # then's reply is still on the way: do not reuse it
         await self._release(conn)
         try:
             await on_orphan(reply)

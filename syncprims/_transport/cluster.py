@@ -55,6 +55,19 @@ class NodeServer(Protocol):
         asking: bool = False,
     ) -> Any: ...
 
+    async def eval_then(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        then: Sequence[str | int],
+        *,
+        then_timeout: float,
+        context: str,
+        on_orphan: Orphan | None = None,
+        asking: bool = False,
+    ) -> tuple[Any, Any]: ...
+
     async def command(
         self,
         *args: str | int,
@@ -264,6 +277,35 @@ class ClusterRouter(Generic[S]):
                 script, keys, args, context=context, on_orphan=on_orphan, asking=ask
             ),
         )
+
+    async def eval_then(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        then: Sequence[str | int],
+        *,
+        then_timeout: float,
+        context: str,
+        on_orphan: Orphan | None = None,
+        asking: bool = False,
+    ) -> tuple[Any, Any]:
+        """Run ``script`` and the command ``then`` behind it in one write, on the node of
+        its keys (following redirections)."""
+        result: tuple[Any, Any] = await self._routed(
+            keys,
+            lambda server, ask: server.eval_then(
+                script,
+                keys,
+                args,
+                then,
+                then_timeout=then_timeout,
+                context=context,
+                on_orphan=on_orphan,
+                asking=ask,
+            ),
+        )
+        return result
 
     async def command(
         self,

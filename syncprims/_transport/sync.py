@@ -27,6 +27,7 @@ coroutine to completion in one step.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -43,6 +44,7 @@ from syncprims._protocol.contracts import PENDING, Enough, Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import MIN_GRACE
 from syncprims._transport.errors import pack, translate
+from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError, RedisTimeoutError, SyncPrimsError
 
 __all__ = ["Handoff", "LateLane", "Routed", "SyncServer", "fan_out"]
@@ -79,6 +81,7 @@ class SyncServer:
         self._idle_cap = _IDLE_CAP if type(pool) is redis.ConnectionPool else 0
         self._pid = os.getpid()
         self.lane = LateLane(self)  # its thread starts when a fan-out first stops early
+        self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
 
     # -- connections --------------------------------------------------------------------------
 
@@ -171,6 +174,65 @@ class SyncServer:
         for its reply instead of the client's, for blocking commands). Raises as :meth:`eval`."""
         return self._call(args, context, None, asking, timeout)
 
+    async def eval_then(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        then: Sequence[str | int],
+        *,
+        then_timeout: float,
+        context: str,
+        on_orphan: Orphan | None = None,
+        asking: bool = False,
+    ) -> tuple[Any, Any]:
+        """Run ``script`` once (as :meth:`eval`) and the plain command ``then`` right behind
+        it, in one write on one connection: one round trip for both (an acquire and its
+        ``WAIT``). ``then_timeout``: how long ``then`` itself may block in Redis (``WAIT``'s
+        timeout), seconds; its reply is awaited that much longer than the usual timeout.
+
+        Returns:
+            The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with
+            (the script's outcome is never lost to a failure of ``then``).
+
+        Raises:
+            As :meth:`eval`, for the script (``then``'s reply is read and dropped first).
+        """
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        after_command = tuple(then)
+        then_wait = self.timeout + then_timeout
+        conn = self.checkout(context)
+        try:
+            if asking:
+                self.send(conn, ("ASKING",), context, command, after_command)
+                self.receive(conn, ("ASKING",), context, None)
+            else:
+                self.send(conn, command, context, after_command)
+            try:
+                reply = self.receive(
+                    conn,
+                    command,
+                    context,
+                    script,
+                    asking,
+                    then=after_command,
+                    then_timeout=then_wait,
+                )
+            except SyncPrimsError:
+                if conn._sock is not None:  # an error reply: then's reply still comes
+                    self._skip(conn, then_wait)
+                raise
+            after: Any
+            try:
+                after = self.receive(conn, after_command, context, None, timeout=then_wait)
+            except SyncPrimsError as error:
+                after = error
+        except BaseException:
+            self.checkin(conn)  # send/receive disconnected it if its state is unknown
+            raise
+        self.checkin(conn)
+        return reply, after
+
     def _call(
         self,
         command: tuple[Any, ...],
@@ -193,10 +255,16 @@ class SyncServer:
         self.checkin(conn)
         return reply
 
-    def send(self, conn: Any, command: tuple[Any, ...], context: str) -> None:
-        """Write a command; a failure here means it did not run."""
+    def send(
+        self, conn: Any, command: tuple[Any, ...], context: str, *more: tuple[Any, ...]
+    ) -> None:
+        """Write a command (and ``more`` behind it, in the same write); a failure here means
+        none of them ran."""
         try:
-            conn.send_packed_command(pack(conn, command), check_health=False)
+            packed = pack(conn, command)
+            for other in more:
+                packed = packed + pack(conn, other)
+            conn.send_packed_command(packed, check_health=False)
         except _FAILURES as error:
             conn.disconnect()
             self.healthy = False
@@ -214,9 +282,13 @@ class SyncServer:
         asking: bool = False,
         *,
         timeout: float | None = None,
+        then: tuple[Any, ...] | None = None,
+        then_timeout: float | None = None,
     ) -> Any:
         """Read the reply of a command sent by :meth:`send` (SCRIPT LOAD and again on
-        NOSCRIPT); ``timeout``: seconds to wait for it instead of the usual."""
+        NOSCRIPT); ``timeout``: seconds to wait for it instead of the usual. ``then``: the
+        command sent right behind it (:meth:`eval_then`), sent again behind it on NOSCRIPT,
+        its first reply dropped; its own reply is left for the caller."""
         sent = True
         wait = timeout if timeout is not None else self._read_timeout
         try:
@@ -226,12 +298,18 @@ class SyncServer:
                 if script is None:
                     raise
                 sent = False  # NOSCRIPT: it did not run
+                if then is not None:  # then ran after the NOSCRIPT: drop its reply
+                    with contextlib.suppress(redis.exceptions.ResponseError):
+                        self._read(conn, then_timeout)
                 conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
                 self._read(conn, wait)
                 if asking:
                     conn.send_command("ASKING", check_health=False)
                     self._read(conn, wait)
-                conn.send_packed_command(pack(conn, command), check_health=False)
+                packed = pack(conn, command)
+                if then is not None:
+                    packed = packed + pack(conn, then)
+                conn.send_packed_command(packed, check_health=False)
                 sent = True
                 reply = self._read(conn, wait)
         except redis.exceptions.ResponseError as error:
@@ -245,6 +323,19 @@ class SyncServer:
             raise
         self.healthy = True
         return reply
+
+    def _skip(self, conn: Any, timeout: float | None) -> None:
+        """Read and drop one reply (an error reply too); close the connection if it fails."""
+        try:
+            self._read(conn, timeout)
+        except redis.exceptions.ResponseError:
+            pass
+        except _FAILURES:
+            conn.disconnect()
+            self.healthy = False
+        except BaseException:
+            conn.disconnect()
+            raise
 
     @staticmethod
     def _read(conn: Any, timeout: float | None) -> Any:

@@ -200,6 +200,7 @@ class Nemesis:
         self._heals: list[tuple[float, int, Callable[[], None]]] = []
         self._lock = threading.Lock()
         self.errors: list[str] = []
+        self._ended: dict[str, float] = {}  # server -> when its last fault ended
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
     def start(self) -> None:
@@ -216,10 +217,21 @@ class Nemesis:
             item = self._open.pop(key, None)
         if item is None:
             return
+        with self._lock:
+            for server in item.servers:
+                self._ended[server] = time.monotonic()
         record = {"ev": "fault", **asdict(item.planned), "start": item.start,
                   "end": time.monotonic(), "pids": item.pids, "servers": item.servers,
                   "persistent": item.persistent, "note": item.note}  # fmt: skip
         self._write(record)
+
+    def quiet(self, server: str, seconds: float) -> bool:
+        """Whether no fault is open on ``server`` and none ended in the last ``seconds``
+        (a command delayed by it has reached the server or is lost for good)."""
+        with self._lock:
+            if any(server in item.servers for item in list(self._open.values())):
+                return False
+            return time.monotonic() - self._ended.get(server, -1e9) >= seconds
 
     def _run(self) -> None:
         pending = list(enumerate(self.schedule))

@@ -47,6 +47,12 @@ SINGLE_KINDS = (
     "rlock", "fair", "rw", "fenced", "semaphore", "pexpirable", "multilock", *BROKEN
 )  # fmt: skip
 PERMITS = {"semaphore": 2, "pexpirable": 2}
+# Threads and resources per primitive, so that a 30-minute run reaches 100,000 sections of
+# each on two cores: the fast semaphores get fewer threads, the slow ones more (a MultiLock
+# takes three locks; the Sentinel RLock cannot grant while a failover left no replica).
+EXTRA_THREADS = {"multilock": 1, "sentinel": 2, "semaphore": -1, "pexpirable": -1}
+THREE = ["r0", "r1", "r2"]
+RESOURCES = {"multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE}
 OPTIONS: dict[str, Any] = {
     "lock_watchdog_timeout": 2.0,
     "timeout": 0.5,
@@ -55,7 +61,15 @@ OPTIONS: dict[str, Any] = {
 }
 QUERY = "?socket_connect_timeout=0.5"
 WAIT = 2.0  # every acquire's wait time, seconds
+RESEED_EVERY = 10.0  # seconds between the plain Semaphore's re-seeds (see Reseeder)
+RESEED_QUIET = 8.0  # seconds without a fault on its server before one
+RESEED_PARK = 8.0  # the longest wait for its workers to park
 SETTLE = 5.0  # after the clients stop: the longest lease (2 s) plus slack
+
+
+def resources(kind: str) -> list[str]:
+    """The resources ``kind``'s workers contend for (one semaphore of 2 permits)."""
+    return ["r0"] if kind in PERMITS else RESOURCES.get(kind, ["r0", "r1"])
 
 
 def netns_available() -> str | None:
@@ -143,8 +157,8 @@ class Campaign:
         return [self.sentinel.url + QUERY]
 
     def options(self, kind: str) -> dict[str, Any]:
-        if kind == "sentinel":
-            return {**OPTIONS, "lock_synced_replicas": 1, "replica_sync_timeout": 0.5}
+        if kind == "sentinel":  # the default, spelt out: wait for the master's replicas
+            return {**OPTIONS, "lock_synced_replicas": "auto", "replica_sync_timeout": 0.5}
         return dict(OPTIONS)
 
     def _sentinel_master(self) -> RedisServer:
@@ -168,9 +182,9 @@ class Campaign:
             "urls": self.urls(kind),
             "options": self.options(kind),
             "store": self.store.url,
-            "resources": ["r0"] if kind in PERMITS else ["r0", "r1"],
+            "resources": resources(kind),
             "permits": PERMITS.get(kind, 0),
-            "threads": self.args.threads,
+            "threads": self.threads(kind),
             "wait": WAIT,
             "stop_at": self.stop_at,
             "seed": self.args.seed,
@@ -186,6 +200,10 @@ class Campaign:
         log.close()
         self.spawned += 1
         return proc
+
+    def threads(self, kind: str) -> int:
+        """Worker threads per client process of ``kind``."""
+        return int(self.args.threads) + EXTRA_THREADS.get(kind, 0)
 
     def start_clients(self) -> None:
         for kind in self.kinds:
@@ -341,7 +359,7 @@ class Campaign:
         held: list[dict[str, str]] = []
         run = self.args.run_id
         for kind in self.kinds:
-            for res in ["r0"] if kind in PERMITS else ["r0", "r1"]:
+            for res in resources(kind):
                 name = f"chaos:{run}:{kind}:{res}"
                 for what in self._held(kind, name):
                     held.append({"kind": kind, "what": what})
@@ -406,6 +424,86 @@ class Campaign:
         self.store.stop()
 
 
+class Reseeder:
+    """Gives the plain Semaphore back the permits that lost replies leaked.
+
+    A plain semaphore's permits belong to nobody: an acquire whose reply is lost may have
+    taken one that its caller never releases (by design; docs/semaphores.md), and with 2
+    permits the semaphore soon starves. Every :data:`RESEED_EVERY` seconds, when the server
+    has been free of faults for :data:`RESEED_QUIET` seconds (any delayed command has landed
+    or is lost for good), the runner closes a gate in the store; each semaphore worker
+    thread, holding nothing at the top of its loop, parks. Once all have parked (else, after
+    :data:`RESEED_PARK` seconds, the gate opens again without a re-seed), and the server is
+    still quiet, the runner reads each semaphore's count straight from the server and sets
+    it back to its permits; then the gate opens. No permit is held while the count is set,
+    so the checker's rule (never more holders than permits) is unchanged; each re-seed is
+    logged in ``reseeds.jsonl`` and counted in the run's notes.
+    """
+
+    def __init__(self, camp: Campaign, nemesis: Nemesis) -> None:
+        self.camp = camp
+        self.nemesis = nemesis
+        self.log = camp.out / "reseeds.jsonl"
+        self.pauses = 0
+        self.reseeded = 0  # permits given back
+        self.skipped = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reseeder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(RESEED_PARK + 5)
+
+    def _run(self) -> None:
+        camp = self.camp
+        gate = store.Store(camp.store.url)
+        raw: Any = redis.Redis.from_url(camp.servers["single"].url, socket_timeout=2)
+        try:
+            while not self._stop.wait(RESEED_EVERY):
+                if time.monotonic() > camp.stop_at - RESEED_PARK - 2:
+                    return
+                if not self.nemesis.quiet("single", RESEED_QUIET):
+                    continue
+                try:
+                    self._pause_and_reseed(gate, raw)
+                except (redis.RedisError, OSError) as error:
+                    camp.notes.append(f"reseeder: {type(error).__name__}: {error}")
+                finally:
+                    gate.close_gate("semaphore", False)
+        finally:
+            gate.close()
+            raw.close()
+
+    def _pause_and_reseed(self, gate: store.Store, raw: Any) -> None:
+        camp = self.camp
+        expected = len(camp.client_pids("semaphore")) * camp.threads("semaphore")
+        gate.close_gate("semaphore", True)
+        self.pauses += 1
+        deadline = time.monotonic() + RESEED_PARK
+        while gate.parked("semaphore") < expected:
+            if time.monotonic() > deadline or self._stop.is_set():
+                self.skipped += 1
+                return
+            time.sleep(0.02)
+        if not self.nemesis.quiet("single", RESEED_QUIET):
+            self.skipped += 1
+            return
+        permits = PERMITS["semaphore"]
+        for res in ("r0",):
+            name = f"chaos:{camp.args.run_id}:semaphore:{res}"
+            value = int(raw.get(name) or 0)
+            if value < permits:
+                raw.set(name, permits)
+                self.reseeded += permits - value
+            record = {"ev": "reseed", "t": time.monotonic(), "name": name, "found": value,
+                      "set": max(value, permits)}  # fmt: skip
+            with self.log.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="length of the load")
@@ -415,7 +513,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="the nemesis's seed")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp one)")
     parser.add_argument("--processes", type=int, default=2, help="client processes per primitive")
-    parser.add_argument("--threads", type=int, default=2, help="threads per client process")
+    parser.add_argument("--threads", type=int, default=3, help="threads per client process")
     parser.add_argument(
         "--mode",
         choices=["minority", "redlock-majority"],
@@ -491,11 +589,21 @@ def main(argv: list[str] | None = None) -> int:
             watcher.start()
         nemesis = Nemesis(schedule, camp, out / "nemesis.jsonl", t0)
         nemesis.start()
+        reseeder: Reseeder | None = None
+        if "semaphore" in args.kinds:
+            reseeder = Reseeder(camp, nemesis)
+            reseeder.start()
         print(f"chaos: {len(schedule)} faults scheduled; load until t0+{seconds:g} s", flush=True)
         while time.monotonic() < camp.stop_at:
             time.sleep(min(10.0, max(0.0, camp.stop_at - time.monotonic())))
         nemesis.stop()
         notes.extend(f"nemesis: {e}" for e in nemesis.errors)
+        if reseeder is not None:
+            reseeder.stop()
+            notes.append(
+                f"semaphore: {reseeder.reseeded} leaked permits given back in "
+                f"{reseeder.pauses - reseeder.skipped} of {reseeder.pauses} pauses (Reseeder)"
+            )
         bound = WAIT + 10.0 + 10.0  # a wait, its operation bound, a long hold
         hung = camp.wait_clients(camp.stop_at + bound)
         notes.extend(f"client pid {pid} hung; stacks in stacks/{pid}.txt" for pid in hung)

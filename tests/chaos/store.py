@@ -65,6 +65,31 @@ class Store:
         """Append ``line`` to the resource's log."""
         self.redis.rpush(_keys(kind, res)[1], line)
 
+    # -- the semaphore's re-seeding pause (see tests/chaos/runner.py, Reseeder) --------------
+
+    def gate_closed(self, kind: str) -> bool:
+        """Whether the runner asks ``kind``'s workers to pause (hold nothing) for a re-seed."""
+        return bool(self.redis.exists(f"{PREFIX}:gate:{kind}"))
+
+    def park(self, kind: str, who: str, parked: bool) -> None:
+        """Say that worker thread ``who`` of ``kind`` holds nothing and waits (or goes on)."""
+        key = f"{PREFIX}:parked:{kind}"
+        if parked:
+            self.redis.sadd(key, who)
+        else:
+            self.redis.srem(key, who)
+
+    def close_gate(self, kind: str, closed: bool) -> None:
+        """Ask ``kind``'s workers to pause (or go on)."""
+        if closed:
+            self.redis.set(f"{PREFIX}:gate:{kind}", 1)
+        else:
+            self.redis.delete(f"{PREFIX}:gate:{kind}")
+
+    def parked(self, kind: str) -> int:
+        """How many worker threads of ``kind`` are parked."""
+        return int(self.redis.scard(f"{PREFIX}:parked:{kind}"))
+
     def close(self) -> None:
         """Close the connection pool."""
         self.redis.close()

@@ -294,7 +294,11 @@ def _loop(
     kind, wait, stop_at = clients.kind, float(spec["wait"]), float(spec["stop_at"])
     prims = {res: clients.make(res, thread) for res in spec["resources"]}
     serial = 0
+    who = f"{history.pid}-{thread}"
     while time.monotonic() < stop_at:
+        if kind == "semaphore" and store.gate_closed(kind):
+            _park(store, kind, who, stop_at)
+            continue
         res = rng.choice(spec["resources"])
         prim = prims[res]
         t_req = time.monotonic()
@@ -321,7 +325,8 @@ def _loop(
             "grant", t=t, t_req=t_req, sid=sid, kind=kind, res=res, role=prim.role,
             token=token, wait=wait,
         )  # fmt: skip
-        hold = rng.uniform(0.3, 1.2) if rng.random() < 0.02 else rng.uniform(0.0, 0.003)
+        # 1% of the sections outlast a watchdog renewal period (a third of the 2 s lease).
+        hold = rng.uniform(0.7, 1.0) if rng.random() < 0.01 else rng.uniform(0.0, 0.002)
         if kind in BROKEN:
             hold = rng.uniform(0.06, 0.15)
         if prim.role == "s":
@@ -349,6 +354,16 @@ def _loop(
         except Exception as error:
             outcome = "error:" + _error(error)
         history.write("rel_done", sid=sid, outcome=outcome)
+
+
+def _park(store: Store, kind: str, who: str, stop_at: float) -> None:
+    """Hold nothing while the runner re-seeds ``kind``'s permits (the gate is closed)."""
+    store.park(kind, who, True)
+    try:
+        while store.gate_closed(kind) and time.monotonic() < stop_at:
+            time.sleep(0.02)
+    finally:
+        store.park(kind, who, False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,7 @@ ACL_CHANNELS = (
 ACL_COMMANDS = (
     "-@all",
     "+ping",  # connect() checks the server; the pub/sub connection's keep-alive
+    "+info",  # lock_synced_replicas="auto" (the default) counts the replicas (INFO replication)
     "+evalsha",  # every operation that changes state is a script...
     "+script|load",  # ...loaded on NOSCRIPT (no EVAL: the scripts are never sent inline)
     "+subscribe",  # waits (lock(), acquire(), await_())
@@ -61,9 +62,9 @@ ACL_COMMANDS = (
     "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
 )  # fmt: skip
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
-(``Config.lock_synced_replicas`` > 0), ``+pexpireat`` (``expire_at()``); a cluster also
-needs ``+cluster|slots``, ``+asking``, ``+spublish``, ``+ssubscribe``, ``+sunsubscribe`` and
-``+pubsub|shardnumsub``."""
+(``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat``
+(``expire_at()``); a cluster also needs ``+cluster|slots``, ``+asking``, ``+spublish``,
+``+ssubscribe``, ``+sunsubscribe`` and ``+pubsub|shardnumsub``."""
 
 ACL_RULES = ("reset", "on", f">{USER_PASSWORD}", *ACL_KEYS, *ACL_CHANNELS, *ACL_COMMANDS)
 """``ACL SETUSER locker <rules>``."""
