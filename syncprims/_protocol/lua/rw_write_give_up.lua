@@ -8,7 +8,7 @@
 -- ARGV[3] publish command
 -- Reply: 1 when the entry was there, else 0.
 local removed = redis.call('zrem', KEYS[1], ARGV[1])
-if removed == 1 and redis.call('zcard', KEYS[1]) == 0 then
+if removed == 1 and redis.call('exists', KEYS[1]) == 0 then
     redis.call(ARGV[3], KEYS[2], ARGV[2])
 end
 return removed

@@ -31,6 +31,11 @@ ACL_KEYS = (
     "~redisson_lock__channel:{app:*",
     "~redisson_rwlock:{app:*",
     "~redisson_sc:{app:*",
+    # RLock's one wake-up per release (syncprims only): waiting clients, the reservation,
+    # and the herald channel (in KEYS too)
+    "~syncprims_lock_waiters:{app:*",
+    "~syncprims_lock_next:{app:*",
+    "~syncprims_lock_herald:{app:*",
 )
 """Key patterns (``~``) of the ACL user."""
 
@@ -39,6 +44,7 @@ ACL_CHANNELS = (
     "&redisson_rwlock:{app:*",  # ReadWriteLock
     "&redisson_sc:{app:*",  # Semaphore, PermitExpirableSemaphore
     "&redisson_countdownlatch__channel__{app:*",  # CountDownLatch (given in ARGV, not KEYS)
+    "&syncprims_lock_herald:{app:*",  # RLock: which client a release wakes
 )
 """Pub/sub channel patterns (``&``) of the ACL user."""
 
@@ -60,6 +66,7 @@ ACL_COMMANDS = (
     "+pexpire", "+persist",
     "+lindex", "+lpop", "+lrange", "+lrem", "+rpush",
     "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
+    "+zremrangebyscore", "+time",  # RLock's waiting clients (expired entries, server time)
 )  # fmt: skip
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
 (``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat``
