@@ -177,3 +177,50 @@ def test_the_wake_rules() -> None:
     assert lock.woken == 3 and lock.note is None
     mine(lock, b"1")
     assert lock.woken == 103  # "1" wakes everyone
+
+
+def test_an_acl_for_redissons_keys_falls_back_to_redissons_wake_ups(
+    redis_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An application whose ACL was written for Redisson's keys keeps working after an
+    # upgrade: the first NOPERM (nothing ran) switches the client to Redisson's scripts.
+    import threading
+
+    import redis
+
+    import syncprims
+
+    admin = redis.Redis(port=redis_server.port)
+    admin.acl_setuser(
+        "redisson-keys", enabled=True, passwords=["+pw"], keys=["acl1wake:*", "redisson_*"],
+        channels=["*"], commands=["+@all"],
+    )  # fmt: skip
+    users = [redis.Redis(port=redis_server.port, username="redisson-keys", password="pw")
+             for _ in range(2)]  # fmt: skip
+    try:
+        with syncprims.connect(users[0]) as holder, syncprims.connect(users[1]) as waiter:
+            lock = holder.get_lock("acl1wake:x")
+            assert lock.try_lock(lease_time=30)
+            got: list[bool] = []
+            thread = threading.Thread(
+                target=lambda: got.append(
+                    waiter.get_lock("acl1wake:x").try_lock(wait_time=10, lease_time=30)
+                )
+            )
+            thread.start()
+            time.sleep(0.3)
+            started = time.monotonic()
+            lock.unlock()
+            thread.join(10)
+            assert got == [True]
+            assert time.monotonic() - started < 0.9  # woken by Redisson's message
+            waiter_lock = waiter.get_lock("acl1wake:x")
+            assert waiter_lock.is_locked()
+            assert waiter_lock.force_unlock()
+        assert "falling back to Redisson's wake-ups" in caplog.text
+        assert admin.exists(lock_waiters_name("acl1wake:x")) == 0
+    finally:
+        for user in users:
+            user.close()
+        admin.acl_deluser("redisson-keys")
+        admin.close()

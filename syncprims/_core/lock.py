@@ -23,6 +23,7 @@ Decisions (see also ``docs/locks.md``):
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -52,9 +53,17 @@ from syncprims._protocol.names import (
 )
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
-from syncprims.errors import LockLostError, LockNotHeldError, ReplicaSyncError, SyncPrimsError
+from syncprims.errors import (
+    LockLostError,
+    LockNotHeldError,
+    ReplicaSyncError,
+    ServerReplyError,
+    SyncPrimsError,
+)
 
 __all__ = ["LOCK_RENEWAL", "LockCore", "lock_policy"]
+
+log = logging.getLogger("syncprims.lock")
 
 UNLOCK_MESSAGE = "0"
 
@@ -125,6 +134,28 @@ class LockCore(ExpirableCore):
     one_wake = True
     # (client id, lock name) -> tokens of this process's callers waiting for it now
     _local_waiters: ClassVar[dict[tuple[str, str], set[object]]] = {}
+    # clients whose Redis user may not touch the one-wake keys (an ACL written for
+    # Redisson's keys): they use Redisson's scripts and wake-ups
+    _one_wake_refused: ClassVar[set[str]] = set()
+
+    def _one_wake(self) -> bool:
+        """Whether this lock uses the one wake-up per release (see :attr:`one_wake`)."""
+        return self.one_wake and self._ex.client_id not in self._one_wake_refused
+
+    def _refuses_one_wake(self, error: ServerReplyError) -> bool:
+        """After a ``NOPERM`` on a one-wake script: fall back for this client (logged once);
+        ``True`` when the call should be made again with Redisson's script."""
+        if not self._one_wake() or "NOPERM" not in str(error):
+            return False
+        self._one_wake_refused.add(self._ex.client_id)
+        log.warning(
+            "the Redis user may not use the keys of the RLock's one wake-up per release "
+            "(%s...): falling back to Redisson's wake-ups (a waiter in every waiting client "
+            "per release); grant ~syncprims_lock_* keys and &syncprims_lock_herald:* channels "
+            "to get it back (docs/configuration.md)",
+            self.waiters,
+        )
+        return True
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
@@ -158,7 +189,7 @@ class LockCore(ExpirableCore):
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
         """The acquire script call for ``field`` (``wait``: the caller's wait time, seconds)."""
-        if not self.one_wake:
+        if not self._one_wake():
             return ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
         client = self._ex.client_id
         waiting = len(self._local_waiters.get((client, self.name), ()))
@@ -186,7 +217,7 @@ class LockCore(ExpirableCore):
     ) -> bool:
         """Acquire with ``attempt`` within ``wait`` seconds, woken by pub/sub (SpinLock polls);
         with :attr:`one_wake`, through the herald of the RLock's one wake-up per release."""
-        one_wake = self.one_wake and wait > 0
+        one_wake = self._one_wake() and wait > 0
         return await acquire_loop(
             self._ex,
             attempt,
@@ -200,7 +231,7 @@ class LockCore(ExpirableCore):
 
     def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
         """What to run when ``field`` stops waiting without the lock (``None``: nothing)."""
-        if not (self.one_wake and wait > 0):
+        if not (self._one_wake() and wait > 0):
             return None
 
         async def leave() -> None:  # unless other callers of this client still wait
@@ -231,7 +262,7 @@ class LockCore(ExpirableCore):
             self.publish,
             ex.bounds.unlock_latch_ttl_ms,
         ]
-        if not self.one_wake:
+        if not self._one_wake():
             return ScriptCall(scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args)
         return ScriptCall(
             scripts.LOCK_UNLOCK_ONE,
@@ -250,6 +281,16 @@ class LockCore(ExpirableCore):
     # -- acquire ------------------------------------------------------------------------------
 
     async def attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
+        """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
+        A ``NOPERM`` on the one-wake script (nothing ran) falls back to Redisson's."""
+        try:
+            return await self._attempt(field, lease, watchdog, wait)
+        except ServerReplyError as error:
+            if not self._refuses_one_wake(error):
+                raise
+        return await self._attempt(field, lease, watchdog, wait)
+
+    async def _attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
 
         With replicas to wait for (``lock_synced_replicas``), ``WAIT`` goes in the same write
@@ -442,7 +483,7 @@ class LockCore(ExpirableCore):
                 probe.busy(ttl)
             return ttl
 
-        one_wake = self.one_wake and wait > 0
+        one_wake = self._one_wake() and wait > 0
         waiting_key = (self._ex.client_id, self.name)
         token = object()
         if one_wake:
@@ -519,11 +560,23 @@ class LockCore(ExpirableCore):
     async def _unlock_field(self, field: str, lease: int) -> Any:
         ex = self._ex
         latch = unlock_latch_key(self.name, new_request_id())
-        call = self.unlock_command(field, lease, latch)
         context = self.context("releasing")
-        reply = await with_retry(
-            ex, lambda: ex.eval(call.script, call.keys, call.args, context=context), idempotent=True
-        )
+        call = self.unlock_command(field, lease, latch)
+        try:
+            reply = await with_retry(
+                ex,
+                lambda: ex.eval(call.script, call.keys, call.args, context=context),
+                idempotent=True,
+            )
+        except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
+            if not self._refuses_one_wake(error):
+                raise
+            call = self.unlock_command(field, lease, latch)
+            reply = await with_retry(
+                ex,
+                lambda: ex.eval(call.script, call.keys, call.args, context=context),
+                idempotent=True,
+            )
         ex.janitor.discard(latch)
         if reply != 0:  # released, or not held: forget this owner's lease
             self._leases.pop(field, None)
