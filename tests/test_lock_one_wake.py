@@ -224,3 +224,31 @@ def test_an_acl_for_redissons_keys_falls_back_to_redissons_wake_ups(
             user.close()
         admin.acl_deluser("redisson-keys")
         admin.close()
+
+
+def test_a_multi_lock_under_an_acl_for_redissons_keys_falls_back(redis_server: Any) -> None:
+    import redis
+
+    import syncprims
+
+    admin = redis.Redis(port=redis_server.port)
+    admin.acl_setuser(
+        "redisson-keys-2", enabled=True, passwords=["+pw"], keys=["acl1wake:*", "redisson_*"],
+        channels=["*"], commands=["+@all"],
+    )  # fmt: skip
+    user = redis.Redis(port=redis_server.port, username="redisson-keys-2", password="pw")
+    try:
+        with syncprims.connect(user) as client:
+            multi = client.get_multi_lock(
+                client.get_lock("acl1wake:m1"), client.get_lock("acl1wake:m2")
+            )
+            assert multi.try_lock(lease_time=30)
+            assert admin.exists("acl1wake:m1", "acl1wake:m2") == 2
+            multi.unlock()
+            assert admin.exists("acl1wake:m1", "acl1wake:m2") == 0
+            with pytest.raises(syncprims.ServerReplyError, match="NOPERM"):
+                client.get_lock("elsewhere:1").try_lock(lease_time=1)  # a real refusal
+    finally:
+        user.close()
+        admin.acl_deluser("redisson-keys-2")
+        admin.close()

@@ -25,13 +25,16 @@ async def test_red_lock_on_five_masters(face: Face, five: list[RedisServer], nam
     red = masters.get_red_lock(name)
     a, b = face.actor(), face.actor()
     assert await a(red.try_lock, lease_time=10)
-    assert lock_fields(five, name) == [1, 1, 1, 1, 1]
+    held = lock_fields(five, name)
+    # Every master, unless one answered after the fan-out's grace (a starved machine): that
+    # late grant is released, and the lock is held by the quorum that answered in time.
+    assert set(held) <= {0, 1} and sum(held) >= 3
     assert await a(red.is_held_by_current_thread)
     validity = await a(red.validity_time)
     assert validity is not None and 9.5 < validity <= 10
     assert not await b(red.try_lock)
     assert not await b(red.try_lock, wait_time=0.3)
-    assert lock_fields(five, name) == [1, 1, 1, 1, 1]  # b's attempts left nothing behind
+    assert lock_fields(five, name) == held  # b's attempts left nothing behind
     await a(red.unlock)
     assert lock_fields(five, name) == [0, 0, 0, 0, 0]
     assert await b(red.try_lock, wait_time=1)

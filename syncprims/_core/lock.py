@@ -142,11 +142,14 @@ class LockCore(ExpirableCore):
         """Whether this lock uses the one wake-up per release (see :attr:`one_wake`)."""
         return self.one_wake and self._ex.client_id not in self._one_wake_refused
 
-    def _refuses_one_wake(self, error: ServerReplyError) -> bool:
+    def _refuses_one_wake(self, error: ServerReplyError, *, tried: bool | None = None) -> bool:
         """After a ``NOPERM`` on a one-wake script: fall back for this client (logged once);
-        ``True`` when the call should be made again with Redisson's script."""
-        if not self._one_wake() or "NOPERM" not in str(error):
+        ``True`` when the call should be made again with Redisson's script. ``tried``:
+        whether the failed call was a one-wake script (default: whether it would be now)."""
+        if not (self._one_wake() if tried is None else tried) or "NOPERM" not in str(error):
             return False
+        if self._ex.client_id in self._one_wake_refused:
+            return True  # another call of this client found it first
         self._one_wake_refused.add(self._ex.client_id)
         log.warning(
             "the Redis user may not use the keys of the RLock's one wake-up per release "
@@ -283,10 +286,11 @@ class LockCore(ExpirableCore):
     async def attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
         A ``NOPERM`` on the one-wake script (nothing ran) falls back to Redisson's."""
+        tried = self._one_wake()
         try:
             return await self._attempt(field, lease, watchdog, wait)
         except ServerReplyError as error:
-            if not self._refuses_one_wake(error):
+            if not self._refuses_one_wake(error, tried=tried):
                 raise
         return await self._attempt(field, lease, watchdog, wait)
 
@@ -561,6 +565,7 @@ class LockCore(ExpirableCore):
         ex = self._ex
         latch = unlock_latch_key(self.name, new_request_id())
         context = self.context("releasing")
+        tried = self._one_wake()
         call = self.unlock_command(field, lease, latch)
         try:
             reply = await with_retry(
@@ -569,7 +574,7 @@ class LockCore(ExpirableCore):
                 idempotent=True,
             )
         except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
-            if not self._refuses_one_wake(error):
+            if not self._refuses_one_wake(error, tried=tried):
                 raise
             call = self.unlock_command(field, lease, latch)
             reply = await with_retry(

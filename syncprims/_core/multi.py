@@ -104,6 +104,7 @@ class MultiLockCore:
         try:
             while True:
                 started = ex.monotonic()
+                one_wake = [sub._one_wake() for sub, _, _, _ in plans]
                 replies = await ex.eval_many(
                     [sub.acquire_call(field, lease) for sub, field, lease, _ in plans],
                     self._settled(plans),
@@ -133,9 +134,19 @@ class MultiLockCore:
                     or isinstance(reply, ServerReplyError)
                 ]
                 await self._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
-                refused = [reply for reply in replies if isinstance(reply, ServerReplyError)]
+                refused = [
+                    (plans[i][0], reply, one_wake[i])
+                    for i, reply in enumerate(replies)
+                    if isinstance(reply, ServerReplyError)
+                ]
+                # An ACL for Redisson's keys only: those sub-locks use Redisson's scripts
+                # from now on (nothing ran); try again at once.
+                if refused and all(
+                    sub._refuses_one_wake(err, tried=tried) for sub, err, tried in refused
+                ):
+                    continue
                 if refused:  # not contention: waiting would not help
-                    raise refused[0]
+                    raise refused[0][1]
                 remaining = deadline - ex.monotonic()
                 if remaining <= 0:
                     return False
@@ -195,6 +206,7 @@ class MultiLockCore:
         """
         if not holds:
             return []
+        one_wake = [sub._one_wake() for sub, _ in holds]
         calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
         need = self.required()
 
@@ -208,7 +220,17 @@ class MultiLockCore:
         for i, reply in enumerate(replies):
             if reply is PENDING:
                 continue
-            if isinstance(reply, TransportError) and retry and not enough:
+            if isinstance(reply, ServerReplyError) and holds[i][0]._refuses_one_wake(
+                reply, tried=one_wake[i]
+            ):
+                # An ACL for Redisson's keys only (nothing ran): Redisson's script instead.
+                call, latch = holds[i][0].release_call(holds[i][1])
+                calls[i] = (call, latch)
+                try:
+                    replies[i] = await holds[i][0].retry_release(call)
+                except TransportError as error:
+                    replies[i] = error
+            elif isinstance(reply, TransportError) and retry and not enough:
                 # Retry alone (idempotent by its latch key). Once enough sub-locks are
                 # released, unreachable ones are left to expire: a dead master costs nothing.
                 try:

@@ -403,12 +403,12 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
     there, at least ``MIN_GRACE``; a healthy set answers within it, so nothing is left
     behind); the calls still out after it go to their servers' :class:`LateLane`, which
     reads their replies in the background and hands them to ``on_late``. A server whose
-    lane is still busy is not written to meanwhile: a
-    ``skip_if_busy`` call fails at once (``RedisTimeoutError``, not run), another is queued
-    in the lane (``PENDING``). So a frozen quorum member costs one connection and one
-    timeout at a time, not one per attempt. Servers whose last call failed get their
-    connection from the pool on a thread each, at once (a frozen server that accepts
-    connections costs its connect timeout once, not once per such server).
+    lane is still busy is not written to meanwhile: a ``skip_if_busy`` call fails at once
+    (``RedisTimeoutError``, not run), another is queued in the lane and its reply awaited
+    unless ``enough`` is already true (then ``PENDING``). So a frozen quorum member costs
+    one connection and one timeout at a time, not one per attempt. Servers whose last call
+    failed get their connection from the pool on a thread each, at once (a frozen server
+    that accepts connections costs its connect timeout once, not once per such server).
 
     Returns:
         One entry per call: the reply, the ``SyncPrimsError`` it failed with, or ``PENDING``

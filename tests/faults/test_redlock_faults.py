@@ -140,6 +140,20 @@ def test_a_quorum_member_restarted_empty_allows_a_second_holder(
 SLOW_NODE_TIMEOUT = 2.0  # long, so that waiting for a frozen master would show
 
 
+def _all_five_again(
+    acquire: Callable[[], bool], release: Callable[[], None], servers: list[RedisServer], name: str
+) -> bool:
+    """Whether, within a few holds, one holds every master (a master that answers after the
+    fan-out's grace on a starved machine has its late grant released)."""
+    for _ in range(5):
+        assert acquire()
+        fields = lock_fields(servers, name)
+        release()
+        if fields == [1, 1, 1, 1, 1]:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("frozen", [1, 2])
 @pytest.mark.parametrize("face", ["sync", "async"])
 def test_a_frozen_minority_is_not_waited_for(
@@ -174,9 +188,7 @@ def test_a_frozen_minority_is_not_waited_for(
                 for server in doomed[:frozen]:
                     server.resume()
             time.sleep(SLOW_NODE_TIMEOUT + 0.5)  # pending calls end within their timeout
-            assert red.try_lock(lease_time=10)
-            assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]
-            red.unlock()
+            assert _all_five_again(lambda: red.try_lock(lease_time=10), red.unlock, doomed, name)
         finally:
             group.shutdown()
             other.shutdown()
@@ -201,9 +213,13 @@ def test_a_frozen_minority_is_not_waited_for(
                 for server in doomed[:frozen]:
                     server.resume()
             await asyncio.sleep(SLOW_NODE_TIMEOUT + 0.5)
-            assert await red.try_lock(lease_time=10)
-            assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]
-            await red.unlock()
+            for _ in range(5):  # the resumed masters are written to again
+                assert await red.try_lock(lease_time=10)
+                fields = lock_fields(doomed, name)
+                await red.unlock()
+                if fields == [1, 1, 1, 1, 1]:
+                    break
+            assert fields == [1, 1, 1, 1, 1]
         finally:
             await group.shutdown()
             await other.shutdown()
