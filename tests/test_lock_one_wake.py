@@ -248,6 +248,13 @@ def test_a_multi_lock_under_an_acl_for_redissons_keys_falls_back(redis_server: A
             assert admin.exists("acl1wake:m1", "acl1wake:m2") == 0
             with pytest.raises(syncprims.ServerReplyError, match="NOPERM"):
                 client.get_lock("elsewhere:1").try_lock(lease_time=1)  # a real refusal
+            # A wait that runs out under the fallback ends with False, not an error.
+            assert multi.try_lock(lease_time=30)
+            second = redis.Redis(port=redis_server.port, username="redisson-keys-2", password="pw")
+            with syncprims.connect(second) as other:
+                assert not other.get_lock("acl1wake:m1").try_lock(wait_time=0.3)
+            second.close()
+            multi.unlock()
     finally:
         user.close()
         admin.acl_deluser("redisson-keys-2")

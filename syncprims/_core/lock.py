@@ -239,14 +239,19 @@ class LockCore(ExpirableCore):
 
         async def leave() -> None:  # unless other callers of this client still wait
             ex = self._ex
+            if not self._one_wake():  # fell back to Redisson's scripts meanwhile (ACL)
+                return
             if len(self._local_waiters.get((ex.client_id, self.name), ())) <= 1:
-                await ex.command(
-                    "ZREM",
-                    self.waiters,
-                    ex.client_id,
-                    context=self.context("giving up the wait for"),
-                    route=self.name,
-                )
+                try:
+                    await ex.command(
+                        "ZREM",
+                        self.waiters,
+                        ex.client_id,
+                        context=self.context("giving up the wait for"),
+                        route=self.name,
+                    )
+                except ServerReplyError as error:  # the entry expires by itself
+                    log.debug("%s: leaving the waiters' registry failed: %s", self.name, error)
 
         return leave
 
