@@ -166,6 +166,7 @@ class LockCore(ExpirableCore):
         self.waiters = lock_waiters_name(self.name)
         self.herald = lock_herald_channel(self.name)
         self.reservation = lock_reservation_name(self.name)
+        self._rules: tuple[WakePolicy, tuple[str, WakePolicy]] | None = None
         # owner field -> lease (ms) of that owner's last acquire, re-armed by a partial unlock
         self._leases: dict[str, int] = {}
         # Lock-loss notification (see the module docstring).
@@ -221,16 +222,27 @@ class LockCore(ExpirableCore):
         """Acquire with ``attempt`` within ``wait`` seconds, woken by pub/sub (SpinLock polls);
         with :attr:`one_wake`, through the herald of the RLock's one wake-up per release."""
         one_wake = self._one_wake() and wait > 0
+        rules = self._one_wake_rules() if one_wake else None
         return await acquire_loop(
             self._ex,
             attempt,
             channel=self.wait_channel(field),
-            policy=one_wake_policy(self._ex.client_id) if one_wake else lock_policy,
+            policy=rules[0] if rules is not None else lock_policy,
             wait=wait,
             on_give_up=self.give_up(field, wait),
             route=self.name,
-            herald=(self.herald, herald_policy(self.channel)) if one_wake else None,
+            herald=rules[1] if rules is not None else None,
         )
+
+    def _one_wake_rules(self) -> tuple[WakePolicy, tuple[str, WakePolicy]]:
+        """The lock channel's and the herald's wake-up rules (made once per lock object)."""
+        rules = self._rules
+        if rules is None:
+            rules = self._rules = (
+                one_wake_policy(self._ex.client_id),
+                (self.herald, herald_policy(self.channel)),
+            )
+        return rules
 
     def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
         """What to run when ``field`` stops waiting without the lock (``None``: nothing)."""
