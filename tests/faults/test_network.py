@@ -232,3 +232,24 @@ def test_an_exhausted_pool_fails_clearly_within_the_timeout(
     finally:
         client.shutdown()
         app_pool.disconnect()
+
+
+def test_a_grant_that_comes_after_its_lease_is_not_taken(
+    proxy: FaultProxy, raw: redis.Redis, name: str
+) -> None:
+    # Found by the chaos campaign: a client paused mid-acquire read a grant whose lease had
+    # run out, and entered the lock someone else held by then. A reply that comes later than
+    # the lease it asked for is refused and what may be left is given back.
+    client = syncprims.connect(proxy.url, timeout=3)
+    try:
+        lock = client.get_lock(name)
+        proxy.latency = 0.15  # each way: the grant comes 0.3 s after it was asked for
+        assert not lock.try_lock(lease_time=0.25)
+        assert not lock.is_held_by_current_thread()
+        proxy.latency = 0.0
+        assert raw.exists(name) == 0  # given back (or expired), not left to anyone
+        assert lock.try_lock(lease_time=5)  # a timely grant is taken as always
+        lock.unlock()
+    finally:
+        proxy.latency = 0.0
+        client.shutdown()
