@@ -60,9 +60,10 @@ class ReplicaCount:
         """A look found ``count`` replicas: more count at once, fewer after the hold down."""
         if count >= self.count:
             self.count, self.fewer_since = count, None
-        elif self.fewer_since is None:
+            return
+        if self.fewer_since is None:
             self.fewer_since = now
-        elif now - self.fewer_since >= HOLD_DOWN:
+        if now - self.fewer_since >= HOLD_DOWN:
             self.count, self.fewer_since = count, None
 
 
