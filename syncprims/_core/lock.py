@@ -601,22 +601,21 @@ class LockCore(ExpirableCore):
         latch = unlock_latch_key(self.name, new_request_id())
         context = self.context("releasing")
         tried = self._one_wake()
-        call = self.unlock_command(field, lease, latch)
-        try:
-            reply = await with_retry(
+
+        async def release() -> Any:  # idempotent by its latch key: retried
+            call = self.unlock_command(field, lease, latch)
+            return await with_retry(
                 ex,
                 lambda: ex.eval(call.script, call.keys, call.args, context=context),
                 idempotent=True,
             )
+
+        try:
+            reply = await release()
         except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
             if not self._refuses_one_wake(error, tried=tried):
                 raise
-            call = self.unlock_command(field, lease, latch)
-            reply = await with_retry(
-                ex,
-                lambda: ex.eval(call.script, call.keys, call.args, context=context),
-                idempotent=True,
-            )
+            reply = await release()
         ex.janitor.discard(latch)
         if reply != 0:  # released, or not held: forget this owner's lease
             self._leases.pop(field, None)

@@ -98,14 +98,7 @@ class Call:
 
 
 class _Pending:
-    """The type of :data:`PENDING`."""
-
-    _instance: _Pending | None = None
-
-    def __new__(cls) -> _Pending:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    """The type of :data:`PENDING` (one instance, compared with ``is``)."""
 
     def __repr__(self) -> str:
         return "PENDING"

@@ -434,6 +434,7 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
     conns = _checkout_all(calls, todo, results)
     in_flight: dict[int, Any] = {}
     deadlines: dict[int, float] = {}
+    commands = {i: calls[i].command() for i in todo}  # sent, and re-sent on NOSCRIPT
     try:
         for i in todo:
             if i not in conns:
@@ -441,7 +442,7 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
             call = calls[i]
             conn = conns.pop(i)
             try:
-                call.server.send(conn, call.command(), call.context)
+                call.server.send(conn, commands[i], call.context)
             except SyncPrimsError as error:
                 call.server.checkin(conn)
                 results[i] = error
@@ -463,7 +464,7 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
                 left = max(0.001, deadlines[i] - time.monotonic())
                 try:
                     results[i] = call.server.receive(
-                        conn, call.command(), call.context, call.script, timeout=left
+                        conn, commands[i], call.context, call.script, timeout=left
                     )
                 except SyncPrimsError as error:
                     results[i] = error

@@ -77,16 +77,12 @@ def _target(
     }
 
 
-def _bound(value: float | None, limit: float) -> dict[str, Any]:
+def _bound(value: float | None, limit: float, op: str = "<=") -> dict[str, Any]:
+    """Whether ``value`` is ``op`` (``<=`` or ``>=``) ``limit``, as a target's fields."""
     if value is None:
         return {"holds": None, "detail": "not measured"}
-    return {"holds": value <= limit, "detail": f"{value:,.3f} vs {limit:,.3f}"}
-
-
-def _bound_min(value: float | None, limit: float) -> dict[str, Any]:
-    if value is None:
-        return {"holds": None, "detail": "not measured"}
-    return {"holds": value >= limit, "detail": f"{value:,.3f} vs {limit:,.3f}"}
+    holds = value <= limit if op == "<=" else value >= limit
+    return {"holds": holds, "detail": f"{value:,.3f} vs {limit:,.3f}"}
 
 
 def targets(rows: list[Row]) -> list[dict[str, Any]]:
@@ -139,7 +135,7 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
                 _find(rows, "contended", "python-redis-lock", "acquisitions/s"), ">=", 1.0),
         {
             "target": "contended: Jain fairness >= 0.9 (RLock)",
-            **_bound_min(_find(rows, "contended", "syncprims", "Jain fairness"), 0.9),
+            **_bound(_find(rows, "contended", "syncprims", "Jain fairness"), 0.9, ">="),
         },
     ]  # fmt: skip
     overlaps = [r for r in rows if r.metric == "overlaps" and r.peer == "syncprims"]
