@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -245,3 +246,22 @@ class Face:
 async def within(seconds: float, awaitable: Awaitable[Any]) -> Any:
     """Await with a bound: a hang fails the test instead of stalling it."""
     return await asyncio.wait_for(awaitable, seconds)
+
+
+def wait_replica_acks(r: Any, bound: float = 10.0) -> None:
+    """Return once a replica of ``r``'s master acknowledges a write.
+
+    A ``WAIT`` with nothing written yet answers at once for a replica that has just
+    connected at offset 0, before it acknowledges anything within a short timeout: a
+    following acquire's ``WAIT`` then timed out (0 of 1 replicas). So write first.
+
+    Raises:
+        TimeoutError: no replica acknowledged within ``bound`` seconds.
+    """
+    deadline = time.monotonic() + bound
+    while True:
+        r.set("probe", 1)
+        if r.execute_command("WAIT", 1, 100) == 1:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no replica acknowledged a write within {bound} s")

@@ -17,7 +17,7 @@ import syncprims
 from syncprims import ReplicaSyncError
 from syncprims._embedded import RedisServer
 from syncprims._transport import replicas
-from tests.harness import Face, raw_redis
+from tests.harness import Face, raw_redis, wait_replica_acks
 
 pytestmark = pytest.mark.real
 
@@ -35,8 +35,7 @@ class Pair:
 
     def synced(self) -> None:
         r = raw_redis(self.master.url)
-        while r.execute_command("WAIT", 1, 100) != 1:
-            r.set("probe", 1)
+        wait_replica_acks(r)
         r.close()
 
     def stop(self) -> None:
@@ -187,8 +186,7 @@ async def test_auto_learns_a_new_replica(face: Face, monkeypatch: pytest.MonkeyP
         assert waits(master.url) == 0
         replica = RedisServer(args=[*QUICK, "--replicaof", "127.0.0.1", str(master.port)])
         r = raw_redis(master.url)
-        while r.execute_command("WAIT", 1, 100) != 1:
-            r.set("probe", 1)
+        wait_replica_acks(r)
         r.close()
         before = waits(master.url)
         monkeypatch.setattr(replicas, "RECHECK", 0.0)  # the next acquire looks again
@@ -225,8 +223,7 @@ async def test_auto_a_replica_that_left_fails_until_the_hold_down(
     replica = RedisServer(args=[*QUICK, "--replicaof", "127.0.0.1", str(master.port)])
     try:
         r = raw_redis(master.url)
-        while r.execute_command("WAIT", 1, 100) != 1:
-            r.set("probe", 1)
+        wait_replica_acks(r)
         client = await face.connect(master.url, replica_sync_timeout=0.2)
         lock = client.get_lock(name())
         actor = face.actor()

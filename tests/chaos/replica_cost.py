@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import syncprims
 from syncprims._embedded import RedisServer
+from tests.harness import wait_replica_acks
 
 __all__ = ["main", "measure"]
 
@@ -68,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     replica = RedisServer(args=[*quick, "--replicaof", "127.0.0.1", str(master.port)])
     try:
         r: Any = syncprims.redis_from_url(master.url)
-        while r.execute_command("WAIT", 1, 100) != 1:
-            r.set("probe", 1)
+        wait_replica_acks(r)
         r.close()
         alone_settings: list[Synced] = [0, "auto", 1] if args.with_failing else [0, "auto"]
         plan: list[tuple[str, str, Synced]] = [
