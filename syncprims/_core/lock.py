@@ -19,6 +19,18 @@ Decisions (see also ``docs/locks.md``):
   "acquired" is released in the background.
 * The watchdog registration is made before the acquire returns and dropped at the start of
   unlock, whatever the unlock's outcome.
+* A release whose outcome is unknown (a copy was sent and no reply read: a timeout, a
+  reset) may still run later: TCP delivers it when a partition heals, seconds later, and a
+  proxy may already have passed it on. Two rules keep such a late copy from ending a later
+  hold (found by the chaos campaign, ``tests/faults/test_late_release.py``):
+
+  - its latch key is kept for its whole TTL (:data:`~syncprims._protocol.timing.LATE_COPY`
+    at least) instead of being deleted once answered, so a copy of a retried release finds
+    it and does nothing;
+  - when it ended, or may have ended, the owner's last hold, the owner's next *fresh* hold of
+    the lock (none held by its callers, on any object of the name) takes a new field,
+    ``<client uuid>:<owner id>.<n>``, which the late copy does not name. Until then the
+    field stays Redisson's ``<client uuid>:<owner id>``; an owner that still holds keeps it.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ from syncprims.errors import (
     ReplicaSyncError,
     ServerReplyError,
     SyncPrimsError,
+    TransportError,
 )
 
 __all__ = ["LOCK_RENEWAL", "LockCore", "lock_policy"]
@@ -137,6 +150,13 @@ class LockCore(ExpirableCore):
     # clients whose Redis user may not touch the one-wake keys (an ACL written for
     # Redisson's keys): they use Redisson's scripts and wake-ups
     _one_wake_refused: ClassVar[set[str]] = set()
+    # Late releases (module docstring). Keyed by (client id, lock name, owner id):
+    # holds its callers have (acquires returned minus unlocks called, on any object of the
+    # name: both sides of a read-write lock count together), and its field's incarnation.
+    _holds: ClassVar[dict[tuple[str, str, int], int]] = {}
+    _incarnations: ClassVar[dict[tuple[str, str, int], int]] = {}
+    # (lock name, field) of releases whose outcome is unknown and may have ended a last hold
+    _tainted: ClassVar[set[tuple[str, str]]] = set()
 
     def _one_wake(self) -> bool:
         """Whether this lock uses the one wake-up per release (see :attr:`one_wake`)."""
@@ -177,8 +197,63 @@ class LockCore(ExpirableCore):
         self._listeners: dict[str, list[Callable[[LossReason], None]]] = {}
 
     def field(self, owner: int) -> str:
-        """The hash field that names ``owner`` of this client."""
-        return owner_field(self._ex.client_id, owner)
+        """The hash field that names ``owner`` of this client (``<client uuid>:<owner id>``,
+        with ``.<n>`` after a release whose outcome was unknown: module docstring)."""
+        client = self._ex.client_id
+        n = self._incarnations.get((client, self.name, owner)) if self._incarnations else None
+        field = owner_field(client, owner)
+        return field if n is None else f"{field}.{n}"
+
+    def _owner_fields(self, owner: int) -> list[str]:
+        """Every field ``owner`` can hold the lock's hash with (a read-write lock: both
+        sides); a new incarnation replaces them all."""
+        return [self.field(owner)]
+
+    def count_hold(self, owner: int, delta: int) -> None:
+        """Count a hold ``owner``'s callers took (+1) or gave back (-1, whatever the
+        unlock's outcome)."""
+        key = (self._ex.client_id, self.name, owner)
+        held = self._holds.get(key, 0) + delta
+        if held > 0:
+            self._holds[key] = held
+        else:
+            self._holds.pop(key, None)
+
+    def fresh_field(self, owner: int) -> None:
+        """Before ``owner`` acquires: if it holds nothing and a release of its field had an
+        unknown outcome, give it a new field (module docstring)."""
+        if not self._tainted:
+            return
+        key = (self._ex.client_id, self.name, owner)
+        if key in self._holds:
+            return
+        fields = self._owner_fields(owner)
+        if not any((self.name, field) in self._tainted for field in fields):
+            return
+        for field in fields:
+            self._tainted.discard((self.name, field))
+        self._incarnations[key] = self._incarnations.get(key, 0) + 1
+        log.info(
+            "%s: a release of owner %s had an unknown outcome and may still run; its next "
+            "hold uses the field %s",
+            self.context("acquiring"),
+            owner,
+            self.field(owner),
+        )
+
+    def settle_release(self, field: str, reply: Any, latch: str, *, unknown: bool) -> None:
+        """Book-keeping after a release call: ``reply`` (its reply, or the error it ended
+        with); ``unknown``: a copy of it was sent and no reply read for it."""
+        if unknown:  # a copy may still run: keep the latch; maybe a new field (docstring)
+            if reply != 0:
+                self._tainted.add((self.name, field))
+        else:
+            self._ex.janitor.discard(latch)
+        if isinstance(reply, BaseException):
+            return
+        if reply != 0:  # released, or not held: forget this owner's lease
+            self._leases.pop(field, None)
+        self._note_release(field, reply)
 
     def _lease(self, lease_time: object) -> tuple[int, bool]:
         """(lease ms, watchdog?) for a ``lease_time`` argument."""
@@ -513,6 +588,7 @@ class LockCore(ExpirableCore):
         """
         wait = wait_seconds(wait_time)
         lease, watchdog = self._lease(lease_time)
+        self.fresh_field(owner)
         field = self.field(owner)
         probe = _observe.AcquireProbe(self.kind, self.name, wait)
 
@@ -539,6 +615,8 @@ class LockCore(ExpirableCore):
                     tokens.discard(token)
                     if not tokens:
                         self._local_waiters.pop(waiting_key, None)
+        if acquired:
+            self.count_hold(owner, 1)
         probe.finish("acquired" if acquired else "timeout")
         return acquired
 
@@ -572,27 +650,37 @@ class LockCore(ExpirableCore):
         lease = self._leases.get(field, self._watchdog_ms())
 
         async def late(reply: Any) -> None:  # finished after the fan-out had its quorum
-            self.released(field, reply, latch)
+            self.settle_release(field, reply, latch, unknown=False)
 
         return Call(
             self._ex, self.unlock_command(field, lease, latch), self.context("releasing"), late
         ), latch
 
-    async def retry_release(self, call: Call) -> Any:
-        """Retry a release call alone (idempotent: the same latch key)."""
+    async def retry_release(self, call: Call) -> tuple[Any, bool]:
+        """Retry a release call alone (idempotent: the same latch key); its reply (or the
+        transport error it ended with) and whether an attempt's outcome was unknown."""
         ex = self._ex
-        return await with_retry(
-            ex,
-            lambda: ex.eval(call.call.script, call.call.keys, call.call.args, context=call.context),
-            idempotent=True,
-        )
+        unknown = False
 
-    def released(self, field: str, reply: Any, latch: str) -> None:
-        """Book-keeping after a release call."""
-        self._ex.janitor.discard(latch)
-        if reply != 0:
-            self._leases.pop(field, None)
-        self._note_release(field, reply)
+        async def once() -> Any:
+            nonlocal unknown
+            try:
+                return await ex.eval(
+                    call.call.script, call.call.keys, call.call.args, context=call.context
+                )
+            except TransportError as error:
+                unknown = unknown or error.maybe_executed
+                raise
+            except ServerReplyError:  # nothing ran
+                raise
+            except BaseException:  # cancelled in flight: it may run
+                unknown = True
+                raise
+
+        try:
+            return await with_retry(ex, once, idempotent=True), unknown
+        except TransportError as error:
+            return error, unknown
 
     # -- release ------------------------------------------------------------------------------
 
@@ -601,25 +689,36 @@ class LockCore(ExpirableCore):
         latch = unlock_latch_key(self.name, new_request_id())
         context = self.context("releasing")
         tried = self._one_wake()
+        unknown = False  # a copy was sent and no reply read for it
+
+        async def once() -> Any:
+            nonlocal unknown
+            call = self.unlock_command(field, lease, latch)
+            try:
+                return await ex.eval(call.script, call.keys, call.args, context=context)
+            except TransportError as error:
+                unknown = unknown or error.maybe_executed
+                raise
+            except ServerReplyError:  # nothing ran
+                raise
+            except BaseException:  # cancelled in flight: it may run
+                unknown = True
+                raise
 
         async def release() -> Any:  # idempotent by its latch key: retried
-            call = self.unlock_command(field, lease, latch)
-            return await with_retry(
-                ex,
-                lambda: ex.eval(call.script, call.keys, call.args, context=context),
-                idempotent=True,
-            )
+            return await with_retry(ex, once, idempotent=True)
 
         try:
-            reply = await release()
-        except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
-            if not self._refuses_one_wake(error, tried=tried):
-                raise
-            reply = await release()
-        ex.janitor.discard(latch)
-        if reply != 0:  # released, or not held: forget this owner's lease
-            self._leases.pop(field, None)
-        self._note_release(field, reply)
+            try:
+                reply = await release()
+            except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
+                if not self._refuses_one_wake(error, tried=tried):
+                    raise
+                reply = await release()
+        except BaseException as error:
+            self.settle_release(field, error, latch, unknown=unknown)
+            raise
+        self.settle_release(field, reply, latch, unknown=unknown)
         return reply
 
     def _note_release(self, field: str, reply: Any) -> None:
@@ -635,6 +734,7 @@ class LockCore(ExpirableCore):
             TransportError: Redis failed (after retries); the lock expires by its lease.
         """
         field = self.field(owner)
+        self.count_hold(owner, -1)
         self._ex.watchdog.cancel(self.name, field)
         self._lost.pop(field, None)
         reply = await self._unlock_field(field, self._leases.get(field, self._watchdog_ms()))

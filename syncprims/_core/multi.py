@@ -96,6 +96,8 @@ class MultiLockCore:
                 f"lease_time of a {self.kind} must exceed its clock-drift allowance (1% + 2 ms), "
                 f"got {lease_s!r} s: no attempt could ever have validity time left"
             )
+        for sub in self.locks:
+            sub.fresh_field(owner)
         plans = [(sub, sub.field(owner), *sub._lease(lease_time)) for sub in self.locks]
         ex = self._ex
         deadline = ex.monotonic() + wait
@@ -122,6 +124,8 @@ class MultiLockCore:
                     for i in taken:
                         sub, field, lease, watchdog = plans[i]
                         sub.acquired(field, lease, watchdog, replies[i], since=started)
+                    for sub in self.locks:  # each sub-lock's holds, as its unlock counts them
+                        sub.count_hold(owner, 1)
                     if validity is not None:  # counted from the attempt's start
                         self._validity[owner] = (validity + elapsed, started)
                     return True
@@ -218,26 +222,23 @@ class MultiLockCore:
         replies = await self._ex.eval_many([call for call, _ in calls], quorum_released)
         enough = quorum_released(replies)
         for i, reply in enumerate(replies):
-            if reply is PENDING:
+            sub, field = holds[i]
+            if reply is PENDING:  # finished in the background; until then its outcome is
+                sub.settle_release(field, None, calls[i][1], unknown=True)  # unknown
                 continue
-            if isinstance(reply, ServerReplyError) and holds[i][0]._refuses_one_wake(
+            unknown = isinstance(reply, TransportError) and reply.maybe_executed
+            if isinstance(reply, ServerReplyError) and sub._refuses_one_wake(
                 reply, tried=one_wake[i]
             ):
                 # An ACL for Redisson's keys only (nothing ran): Redisson's script instead.
-                call, latch = holds[i][0].release_call(holds[i][1])
-                calls[i] = (call, latch)
-                try:
-                    replies[i] = await holds[i][0].retry_release(call)
-                except TransportError as error:
-                    replies[i] = error
+                calls[i] = sub.release_call(field)
+                replies[i], unknown = await sub.retry_release(calls[i][0])
             elif isinstance(reply, TransportError) and retry and not enough:
                 # Retry alone (idempotent by its latch key). Once enough sub-locks are
                 # released, unreachable ones are left to expire: a dead master costs nothing.
-                try:
-                    replies[i] = await holds[i][0].retry_release(calls[i][0])
-                except TransportError as error:
-                    replies[i] = error
-            holds[i][0].released(holds[i][1], replies[i], calls[i][1])
+                replies[i], retried_unknown = await sub.retry_release(calls[i][0])
+                unknown = unknown or retried_unknown
+            sub.settle_release(field, replies[i], calls[i][1], unknown=unknown)
         return replies
 
     async def _release_quietly(self, holds: list[tuple[LockCore, str]]) -> None:
@@ -253,6 +254,8 @@ class MultiLockCore:
             TransportError: too many sub-locks could not be reached to release them.
         """
         holds = [(sub, sub.field(owner)) for sub in self.locks]
+        for sub in self.locks:
+            sub.count_hold(owner, -1)
         for sub, field in holds:
             sub._ex.watchdog.cancel(sub.name, field)
         self._validity.pop(owner, None)

@@ -74,6 +74,12 @@ class _SideCore(LockCore):
         self.writer_preference = writer_preference
         self.writers = rw_writers_name(self.name)
 
+    def _owner_fields(self, owner: int) -> list[str]:
+        """Both sides' fields: the read side checks ``<read field>:write`` for the owner's
+        own write hold, so the two take a new incarnation together."""
+        read = LockCore.field(self, owner)
+        return [read, f"{read}:write"]
+
 
 class ReadLockCore(_SideCore):
     """The read side."""

@@ -169,8 +169,16 @@ class Bounds:
     @property
     def unlock_latch_ttl_ms(self) -> int:
         """How long an unlock's idempotency key lives, milliseconds: longer than every retry
-        of one unlock call can take (Redisson: ``(timeout + retryDelay) * retryAttempts``)."""
-        return max(1, math.ceil(self.operation_timeout * 1000))
+        of one unlock call can take (Redisson: ``(timeout + retryDelay) * retryAttempts``),
+        and at least :data:`LATE_COPY`, so that a copy of a retried unlock that TCP delivers
+        late still finds it. A key is deleted once its unlock is answered, unless a copy of
+        it may still be on its way."""
+        return max(1, math.ceil(max(self.operation_timeout, LATE_COPY) * 1000))
+
+
+LATE_COPY = 960.0
+"""Seconds a command sent into a partition may still reach Redis, at most: Linux gives up
+retransmitting after ``tcp_retries2`` = 15 back-offs, about 924.6 s."""
 
 
 MIN_GRACE = 0.002

@@ -2,8 +2,10 @@
 
 It runs an asyncio loop in a thread and forwards ``127.0.0.1:<port>`` to the target. Modes,
 switchable at any time: added latency (each chunk is delayed), a reply blackhole (bytes from
-Redis are dropped: the command runs, its reply never arrives), and reset (every connection
-is closed at once).
+Redis are dropped: the command runs, its reply never arrives), held requests (bytes to Redis
+are kept back, as a partition behind the proxy keeps them in TCP's retransmission queue, and
+delivered late by :meth:`FaultProxy.deliver_held`, even for a client that has gone), and reset
+(every connection is closed at once).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class FaultProxy:
         self.latency = 0.0
         self.blackhole = False
         self.drop_replies = 0  # drop this many reply chunks, then forward again
+        self.hold_requests = 0  # keep back this many request chunks (deliver_held sends them)
+        self._held: list[tuple[asyncio.StreamWriter, bytes]] = []
+        self._closing: set[asyncio.StreamWriter] = set()  # close once their held bytes are sent
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -76,8 +81,15 @@ class FaultProxy:
         while True:
             data = await reader.read(65536)
             if not data:
+                if any(w is writer for w, _ in self._held):
+                    self._closing.add(writer)  # its held bytes still go out first
+                    return
                 writer.close()
                 return
+            if not replies and self.hold_requests > 0:
+                self.hold_requests -= 1
+                self._held.append((writer, data))
+                continue
             if self.latency:
                 await asyncio.sleep(self.latency)
             if replies and self.blackhole:
@@ -97,6 +109,24 @@ class FaultProxy:
 
         self._loop.call_soon_threadsafe(run)
         done.wait(5)
+
+    def deliver_held(self) -> int:
+        """Send every held request chunk on to Redis, in order (a partition heals); the
+        number sent."""
+        sent: list[int] = []
+
+        def deliver() -> None:
+            held, self._held = self._held, []
+            for writer, data in held:
+                if not writer.is_closing():
+                    writer.write(data)
+            for writer in self._closing:
+                writer.close()  # after the bytes written above
+            self._closing.clear()
+            sent.append(len(held))
+
+        self._call(deliver)
+        return sent[0] if sent else 0
 
     def reset(self) -> None:
         """Close every proxied connection at once (both sides see a reset/EOF)."""

@@ -7,7 +7,14 @@ from datetime import timedelta
 
 import pytest
 
-from syncprims._protocol.timing import Bounds, lease_ms, threading_wait, to_seconds, wait_seconds
+from syncprims._protocol.timing import (
+    LATE_COPY,
+    Bounds,
+    lease_ms,
+    threading_wait,
+    to_seconds,
+    wait_seconds,
+)
 
 
 def test_to_seconds_accepts_numbers_and_timedeltas() -> None:
@@ -57,7 +64,10 @@ def test_wait_seconds_none_means_no_wait() -> None:
 def test_bounds_cover_every_retry() -> None:
     bounds = Bounds(timeout=3, connect_timeout=1, retry_attempts=3, retry_delay_cap=1.0)
     assert bounds.operation_timeout == (1 + 3 + 1) * 4
-    assert bounds.unlock_latch_ttl_ms == 20_000
+    # the latch outlives a late copy of the unlock (LATE_COPY), and every retry of it
+    assert bounds.unlock_latch_ttl_ms == round(LATE_COPY * 1000)
+    slow = Bounds(timeout=300, connect_timeout=10, retry_attempts=3, retry_delay_cap=1.0)
+    assert slow.unlock_latch_ttl_ms == (10 + 300 + 1) * 4 * 1000
 
 
 @pytest.mark.parametrize(
