@@ -32,6 +32,7 @@ A dead server costs its per-node timeout (``Config.timeout`` of that client; see
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import random
 from collections.abc import Sequence
@@ -44,6 +45,8 @@ from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_sec
 from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
 
 __all__ = ["MultiLockCore", "RedLockCore"]
+
+log = logging.getLogger("syncprims.lock")
 
 MIN_BACKOFF = 0.01
 MAX_BACKOFF = 0.2
@@ -119,8 +122,21 @@ class MultiLockCore:
                     for i, reply in enumerate(replies)
                 ]
                 taken = [i for i, ttl in enumerate(ttls) if ttl is None]
-                validity = None if lease_s is None else lease_s - elapsed - drift(lease_s)
-                if len(taken) >= self.required() and (validity is None or validity > 0):
+                # Validity left, also under the watchdog (its first lease): grants whose
+                # replies came after it (the process was paused mid-acquire, found by the
+                # chaos campaign) may be someone else's by now, and are given back.
+                limit = lease_s if lease_s is not None else min(p[2] for p in plans) / 1000
+                left = limit - elapsed - drift(limit)
+                validity = None if lease_s is None else left
+                if len(taken) >= self.required() and left <= 0:
+                    log.warning(
+                        "%s: the grants came %.3f s after they were asked for, past the "
+                        "%.3f s lease: not taken",
+                        self.context("acquiring"),
+                        elapsed,
+                        limit,
+                    )
+                if len(taken) >= self.required() and left > 0:
                     for i in taken:
                         sub, field, lease, watchdog = plans[i]
                         sub.acquired(field, lease, watchdog, replies[i], since=started)

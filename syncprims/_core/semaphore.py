@@ -16,6 +16,7 @@ caller gives its permits back.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -26,11 +27,13 @@ from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.names import prefix_name, suffix_name
 from syncprims._protocol.statistics import SemaphoreStatistics
-from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
+from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
-from syncprims.errors import PermitNotHeldError
+from syncprims.errors import PermitNotHeldError, SyncPrimsError
 
 __all__ = ["NEVER", "PermitExpirableSemaphoreCore", "SemaphoreCore", "semaphore_policy"]
+
+log = logging.getLogger("syncprims.semaphore")
 
 
 def semaphore_policy(waiters: Wakeable, message: bytes) -> None:
@@ -212,6 +215,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         ex = self._ex
         expiry = self._expiry(lease_time)
         now = ex.wall_ms()
+        sent = ex.monotonic()
         reply = await with_retry(
             ex,
             lambda: ex.eval(
@@ -224,7 +228,25 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             idempotent=False,
         )
         if reply == 1:
-            return None
+            lease = None if lease_time is None else (expiry - now) / 1000
+            took = ex.monotonic() - sent
+            if lease is None or took < lease - drift(lease):
+                return None
+            # The grant's reply came after the permit's lease (the process was paused, or
+            # the network held the reply; found by the chaos campaign): other callers may
+            # have reclaimed it. Give it back (a no-op if reclaimed) and try again.
+            log.warning(
+                "%s: the permit came %.3f s after it was asked for, past its %.3f s lease: "
+                "not taken",
+                self.context("acquiring a permit of"),
+                took,
+                lease,
+            )
+            try:
+                await self._release(permit)
+            except SyncPrimsError as error:  # its lease bounds it
+                log.debug("%s: giving back a late permit failed: %r", self.name, error)
+            return 0
         return max(1, int(reply) - now) if reply else -1
 
     async def _give_back(self, permit: bytes, late_reply: Any) -> None:

@@ -253,3 +253,52 @@ def test_a_grant_that_comes_after_its_lease_is_not_taken(
     finally:
         proxy.latency = 0.0
         client.shutdown()
+
+
+def test_a_permit_that_comes_after_its_lease_is_not_taken(
+    proxy: FaultProxy, raw: redis.Redis, name: str
+) -> None:
+    # The same for a permit-expirable semaphore (chaos campaign: 3 holders of 2 permits
+    # after a client paused mid-acquire).
+    client = syncprims.connect(proxy.url, timeout=3)
+    try:
+        sem = client.get_permit_expirable_semaphore(name)
+        assert sem.try_set_permits(1)
+        proxy.latency = 0.15  # each way: the permit comes 0.3 s after it was asked for
+        assert sem.try_acquire(lease_time=0.25) is None
+        proxy.latency = 0.0
+        assert sem.available_permits() == 1  # given back, not counted as leased
+        permit = sem.try_acquire(lease_time=5)  # a timely permit is taken as always
+        assert permit is not None
+        sem.release(permit)
+    finally:
+        proxy.latency = 0.0
+        client.shutdown()
+
+
+def test_redlock_grants_that_come_after_the_lease_are_not_taken(
+    proxy: FaultProxy, raw: redis.Redis, name: str
+) -> None:
+    # The same for a RedLock (chaos campaign: a client paused mid-acquire for 3.4 s entered
+    # beside the next holder): under the watchdog too, its first lease bounds the attempt.
+    others = [RedisServer(), RedisServer()]
+    slow = [FaultProxy(s.port) for s in others]
+    masters = syncprims.connect_many(
+        [proxy.url, *(p.url for p in slow)], timeout=3, lock_watchdog_timeout=0.25
+    )
+    try:
+        lock = syncprims.RedLock(*(m.get_lock(name) for m in masters.clients))
+        for p in (proxy, *slow):
+            p.latency = 0.15  # every master's grant comes 0.3 s after it was asked for
+        assert not lock.try_lock()
+        for p in (proxy, *slow):
+            p.latency = 0.0
+        assert not lock.is_held_by_current_thread()
+        assert lock.try_lock()  # timely grants are taken as always
+        lock.unlock()
+    finally:
+        masters.shutdown()
+        for p in slow:
+            p.close()
+        for server in others:
+            server.stop()
