@@ -44,7 +44,7 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SINGLE_KINDS = (
-    "rlock", "fair", "rw", "fenced", "semaphore", "pexpirable", "multilock", *BROKEN
+    "rlock", "fair", "rw", "fenced", "spin", "semaphore", "pexpirable", "multilock", *BROKEN
 )  # fmt: skip
 PERMITS = {"semaphore": 2, "pexpirable": 2}
 # Threads and resources per primitive, so that a 30-minute run reaches 100,000 sections of
@@ -52,7 +52,10 @@ PERMITS = {"semaphore": 2, "pexpirable": 2}
 # takes three locks; the Sentinel RLock cannot grant while a failover left no replica).
 EXTRA_THREADS = {"multilock": 1, "sentinel": 2, "semaphore": -1, "pexpirable": -1}
 THREE = ["r0", "r1", "r2"]
-RESOURCES = {"multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE}
+RESOURCES = {
+    "multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE,
+    "spin": THREE,
+}  # fmt: skip
 OPTIONS: dict[str, Any] = {
     "lock_watchdog_timeout": 2.0,
     "timeout": 0.5,

@@ -35,6 +35,7 @@ KINDS = (
     "fair",
     "rw",
     "fenced",
+    "spin",
     "semaphore",
     "pexpirable",
     "multilock",
@@ -243,6 +244,8 @@ class Clients:
             return LockPrim(c.get_fair_lock(name, on_lost=cb(name, res)))
         if kind == "fenced":
             return LockPrim(c.get_fenced_lock(name, on_lost=cb(name, res)), fenced=True)
+        if kind == "spin":
+            return LockPrim(c.get_spin_lock(name, on_lost=cb(name, res)))
         if kind == "rw":
             rw = c.get_read_write_lock(name, on_lost=cb(name, res))
             if thread % 2:
