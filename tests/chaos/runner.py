@@ -50,7 +50,7 @@ PERMITS = {"semaphore": 2, "pexpirable": 2}
 # Threads and resources per primitive, so that a 30-minute run reaches 100,000 sections of
 # each on two cores: the fast semaphores get fewer threads, the slow ones more (a MultiLock
 # takes three locks; the Sentinel RLock cannot grant while a failover left no replica).
-EXTRA_THREADS = {"multilock": 1, "sentinel": 2, "semaphore": -1, "pexpirable": -1}
+EXTRA_THREADS = {"multilock": 1, "sentinel": 3, "semaphore": 0, "pexpirable": -1}
 THREE = ["r0", "r1", "r2"]
 RESOURCES = {
     "multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE,
