@@ -46,6 +46,7 @@ from syncprims._core.retry import with_retry
 from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import (
+    PENDING,
     Arg,
     Call,
     Executor,
@@ -242,15 +243,16 @@ class LockCore(ExpirableCore):
         )
 
     def settle_release(self, field: str, reply: Any, latch: str, *, unknown: bool) -> None:
-        """Book-keeping after a release call: ``reply`` (its reply, or the error it ended
-        with); ``unknown``: a copy of it was sent and no reply read for it."""
+        """Book-keeping after a release call: ``reply`` (its reply, the error it ended with,
+        or ``PENDING`` while a fan-out finishes it in the background); ``unknown``: a copy of
+        it was sent and no reply read for it."""
         if unknown:  # a copy may still run: keep the latch; maybe a new field (docstring)
             if reply != 0:
                 self._tainted.add((self.name, field))
         else:
             self._ex.janitor.discard(latch)
-        if isinstance(reply, BaseException):
-            return
+        if reply is PENDING or isinstance(reply, BaseException):
+            return  # no reply (yet): the outcome is booked when it comes
         if reply != 0:  # released, or not held: forget this owner's lease
             self._leases.pop(field, None)
         self._note_release(field, reply)

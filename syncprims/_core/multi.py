@@ -239,8 +239,8 @@ class MultiLockCore:
         enough = quorum_released(replies)
         for i, reply in enumerate(replies):
             sub, field = holds[i]
-            if reply is PENDING:  # finished in the background; until then its outcome is
-                sub.settle_release(field, None, calls[i][1], unknown=True)  # unknown
+            if reply is PENDING:  # finished in the background; until then, unknown
+                sub.settle_release(field, reply, calls[i][1], unknown=True)
                 continue
             unknown = isinstance(reply, TransportError) and reply.maybe_executed
             if isinstance(reply, ServerReplyError) and sub._refuses_one_wake(
