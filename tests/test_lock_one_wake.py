@@ -9,12 +9,15 @@ On every backend (fakeredis, a real server, a cluster), both faces.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
 
+import syncprims
 from syncprims._core.lock import (
     ONE_WAKE_RESERVATION_MS,
     herald_policy,
@@ -259,3 +262,61 @@ def test_a_multi_lock_under_an_acl_for_redissons_keys_falls_back(redis_server: A
         user.close()
         admin.acl_deluser("redisson-keys-2")
         admin.close()
+
+
+@pytest.mark.real
+def test_a_lingering_subscription_saves_the_attempt_after_subscribing(
+    real_url: str, name: str
+) -> None:
+    """A client that waited for the lock moments ago still has the channel subscribed: its
+    next wait takes that subscription before its first attempt, so a failed attempt is
+    followed by the wait itself, not by a second attempt, and the release still wakes it
+    (a long re-check interval: a lost wake-up would show as a wait of 30 s)."""
+    raw = redis.Redis.from_url(real_url)
+    holder = syncprims.connect(real_url)
+    waiter = syncprims.connect(real_url, wait_recheck_interval=30)
+    try:
+        mine, theirs = holder.get_lock(name), waiter.get_lock(name)
+        for lock in (mine, theirs):  # the scripts are loaded: every call is one EVALSHA
+            lock.lock()
+            lock.unlock()
+
+        def one_wait() -> tuple[int, float]:
+            mine.lock()
+            got: list[float] = []
+            before = _evalsha_calls(raw)
+
+            def take() -> None:
+                got.append(_timed(theirs.lock))
+                theirs.unlock()
+
+            t = threading.Thread(target=take)
+            t.start()
+            deadline = time.monotonic() + 10
+            while _evalsha_calls(raw) == before and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(0.2)  # its attempt(s) ran: it waits now
+            mine.unlock()
+            t.join(10)
+            assert got, "the waiter never got the lock"
+            return _evalsha_calls(raw) - before, got[0]  # its attempts and both unlocks
+
+        first_calls, _ = one_wait()  # attempt, subscribe, attempt, wait, attempt, unlock
+        second_calls, took = one_wait()  # lingering: attempt, wait, attempt, unlock
+        assert second_calls == first_calls - 1
+        assert took < 5  # woken by the release, not by the 30 s re-check
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+        raw.close()
+
+
+def _evalsha_calls(raw: redis.Redis) -> int:
+    stats: dict[str, Any] = raw.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.monotonic()
+    fn()
+    return time.monotonic() - start

@@ -34,7 +34,7 @@ import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 
-from syncprims._protocol.contracts import Executor, WakePolicy
+from syncprims._protocol.contracts import Executor, Subscription, WakePolicy
 from syncprims.errors import TransportError
 
 __all__ = ["acquire_loop", "poll_loop", "waiters", "waiting"]
@@ -121,31 +121,51 @@ async def acquire_loop(
         outages = 0
         return ttl
 
-    ttl = await attempt_or_outage()
+    early = await _take_lingering(ex, channel, policy, route, herald) if wait > 0 else None
+    try:
+        ttl = await attempt_or_outage()
+    except BaseException:
+        _drop(ex, early)
+        raise
     if ttl is None:
+        _drop(ex, early)
         return True
     if wait <= 0 or ex.monotonic() >= deadline:
+        _drop(ex, early)
         await _give_up(on_give_up)
         return False
     with waiting(ex, route):
         config = ex.config
         backoff = MIN_BACKOFF
-        herald_sub = None
+        if early is not None:
+            herald_sub, sub = early
+        else:
+            herald_sub = None
+            try:
+                if herald is not None:
+                    herald_sub = await ex.subscribe(herald[0], herald[1], route)
+                sub = await ex.subscribe(channel, policy, route)
+            except BaseException:
+                if herald_sub is not None:
+                    ex.unsubscribe(herald_sub)
+                await _give_up(on_give_up, quietly=True)
+                raise
         try:
-            if herald is not None:
-                herald_sub = await ex.subscribe(herald[0], herald[1], route)
-            sub = await ex.subscribe(channel, policy, route)
-        except BaseException:
-            if herald_sub is not None:
-                ex.unsubscribe(herald_sub)
-            await _give_up(on_give_up, quietly=True)
-            raise
-        try:
-            await ex.wait_ready(sub, min(deadline - ex.monotonic(), config.subscription_timeout))
+            if early is None:
+                await ex.wait_ready(
+                    sub, min(deadline - ex.monotonic(), config.subscription_timeout)
+                )
+            # Subscribed before the first attempt (a lingering subscription): a release
+            # after it left a wake-up, so the first attempt's answer stands; otherwise one
+            # more attempt now that the subscription is confirmed (a release in between
+            # would be missed).
+            attempted = early is not None
             while True:
-                ttl = await attempt_or_outage()
-                if ttl is None:
-                    return True
+                if not attempted:
+                    ttl = await attempt_or_outage()
+                    if ttl is None:
+                        return True
+                attempted = False
                 remaining = deadline - ex.monotonic()
                 if remaining <= 0:
                     break
@@ -168,6 +188,41 @@ async def acquire_loop(
                 ex.unsubscribe(herald_sub)
         await _give_up(on_give_up)
         return False
+
+
+async def _take_lingering(
+    ex: Executor,
+    channel: str,
+    policy: WakePolicy,
+    route: str | None,
+    herald: tuple[str, WakePolicy] | None,
+) -> tuple[Subscription | None, Subscription] | None:
+    """References on ``channel`` (and ``herald``) when ``channel`` is subscribed and
+    confirmed already (a wait moments ago left it lingering: a contended lock), else
+    ``None``. Taken before the first attempt, they keep a wake-up for every release after
+    it, which saves the attempt after subscribing (profile: docs/design.md)."""
+    if not ex.subscribed(channel, route):
+        return None
+    herald_sub = await ex.subscribe(herald[0], herald[1], route) if herald is not None else None
+    try:
+        sub = await ex.subscribe(channel, policy, route)
+    except BaseException:
+        if herald_sub is not None:
+            ex.unsubscribe(herald_sub)
+        raise
+    if ex.subscribed(channel, route):  # still the confirmed one (ours now: not swept)
+        return herald_sub, sub
+    _drop(ex, (herald_sub, sub))
+    return None
+
+
+def _drop(ex: Executor, subs: tuple[Subscription | None, Subscription] | None) -> None:
+    if subs is None:
+        return
+    herald_sub, sub = subs
+    ex.unsubscribe(sub)
+    if herald_sub is not None:
+        ex.unsubscribe(herald_sub)
 
 
 OUTAGE = -2

@@ -324,6 +324,10 @@ class Executor(Protocol):
         """Take a reference on a channel subscription (``route``: the key of the object the
         channel belongs to). Wait with ``wait_ready`` before relying on its messages."""
 
+    def subscribed(self, channel: str, route: str | None = None) -> bool:
+        """Whether ``channel`` is subscribed and confirmed now, as a recent wait leaves it
+        for a moment (no Redis call; never blocks)."""
+
     def unsubscribe(self, sub: Subscription) -> None:
         """Drop a reference taken by ``subscribe`` (never blocks)."""
 

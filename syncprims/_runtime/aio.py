@@ -254,6 +254,12 @@ class AsyncExecutor(ExecutorBase):
         driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
         return await driver.acquire(channel, policy)
 
+    def subscribed(self, channel: str, route: str | None = None) -> bool:
+        pubsub = self.pubsub
+        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
+        sub = driver.table.entries.get(channel)
+        return sub is not None and sub.ready.is_set and sub.error is None
+
     def unsubscribe(self, sub: Any) -> None:
         assert isinstance(sub, Subscription)
         sub.table.release(sub)
