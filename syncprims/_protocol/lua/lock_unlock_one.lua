@@ -1,7 +1,7 @@
 -- RLock unlock with one wake-up per release (syncprims; Redisson's layout and message).
 -- lock_unlock.lua; in addition, when the lock is released and a syncprims client waits
 -- (lock_acquire_one.lua registered it), the oldest live one is named on the herald channel
--- right before the "0" on Redisson's channel: both messages come from this script, so
+-- (when another one waits too) right before the "0" on Redisson's channel: both messages come from this script, so
 -- every subscriber reads them one after the other, and syncprims clients other than the
 -- named one let that "0" pass. Redisson's waiters read the "0" as always.
 -- KEYS[1] lock name
@@ -42,7 +42,11 @@ if redis.call('exists', KEYS[4]) == 1 then
     if head[1] then
         redis.call('zrem', KEYS[4], head[1])
         redis.call('set', KEYS[6], head[1], 'px', ARGV[6])
-        redis.call(ARGV[4], KEYS[5], head[1])
+        if redis.call('exists', KEYS[4]) == 1 then
+            -- others wait too: name the one the "0" is for (with none, the "0" alone wakes
+            -- the named client, and the reservation turns away anyone else)
+            redis.call(ARGV[4], KEYS[5], head[1])
+        end
     end
 end
 redis.call(ARGV[4], KEYS[2], ARGV[1])
