@@ -373,15 +373,23 @@ def _check_tokens(h: _History, rows: dict[str, Row], violations: list[str]) -> N
                     f"{kind}/{res}: token {s.token} given to {seen[s.token]} and {s.sid}"
                 )
             seen[s.token] = s.sid
-        sections.sort(key=lambda s: s.grant)
-        for i, b in enumerate(sections):
-            for a in sections[:i]:
-                if a.end is not None and a.end < b.grant and a.token >= b.token:
-                    rows[kind].violations += 1
-                    violations.append(
-                        f"{kind}/{res}: {b.sid} (token {b.token}) after {a.sid} ended "
-                        f"(token {a.token})"
-                    )
+        # Every section granted after another ended must carry a higher token: sweep the
+        # sections by grant, keeping the highest token among those ended before it
+        # (O(n log n); each later section is judged against that one).
+        ended = sorted((s for s in sections if s.end is not None), key=lambda s: s.end or 0.0)
+        highest: Section | None = None
+        j = 0
+        for b in sorted(sections, key=lambda s: s.grant):
+            while j < len(ended) and (ended[j].end or 0.0) < b.grant:
+                if highest is None or ended[j].token > highest.token:
+                    highest = ended[j]
+                j += 1
+            if highest is not None and highest.token >= b.token:
+                rows[kind].violations += 1
+                violations.append(
+                    f"{kind}/{res}: {b.sid} (token {b.token}) after {highest.sid} ended "
+                    f"(token {highest.token})"
+                )
 
 
 def _paused(pid: int, t0: float, t1: float, faults: list[Fault]) -> bool:
