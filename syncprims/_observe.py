@@ -31,6 +31,7 @@ __all__ = ["LOGGERS", "AcquireProbe", "Metrics", "metrics"]
 LOGGERS = (
     "syncprims",
     "syncprims.lock",
+    "syncprims.semaphore",
     "syncprims.watchdog",
     "syncprims.pubsub",
     "syncprims.services",

@@ -27,7 +27,7 @@ from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.names import prefix_name, suffix_name
 from syncprims._protocol.statistics import SemaphoreStatistics
-from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
+from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
 from syncprims.errors import PermitNotHeldError, SyncPrimsError
 
@@ -230,7 +230,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         if reply == 1:
             lease = None if lease_time is None else (expiry - now) / 1000
             took = ex.monotonic() - sent
-            if lease is None or took < lease - drift(lease):
+            if lease is None or took < lease:  # as the RLock's grant (LockCore._attempt)
                 return None
             # The grant's reply came after the permit's lease (the process was paused, or
             # the network held the reply; found by the chaos campaign): other callers may

@@ -150,6 +150,11 @@ def test_waits(drv: Driver, method: str, wait: object, lease: object) -> None:
         if method == "try_acquire":
             assert result is True and drv.raw.get(NAME) == b"0"
         elif method == "permit.try_acquire":
+            if result is None and lease is not None and lease_to_ms(lease) < 100:
+                # a permit whose reply came after its lease (a few ms, on a loaded machine)
+                # is given back, not taken: nothing stays leased
+                assert drv.raw.zcard(f"{tagged(NAME)}:timeout") == 0
+                return
             assert isinstance(result, str) and permit_id_error(result) is None
             ((member, score),) = drv.raw.zrange(f"{tagged(NAME)}:timeout", 0, -1, withscores=True)
             assert member == bytes.fromhex(result)
