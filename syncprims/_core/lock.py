@@ -138,6 +138,34 @@ LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_renew_command)
 """Plain lock holds (RLock, FairLock, FencedLock, the write side of a read-write lock)."""
 
 
+class _Release:
+    """One unlock call, idempotent by its latch key, so retried; remembers whether a copy of
+    it was sent without its reply being read (:attr:`unknown`: it may still run later)."""
+
+    def __init__(self, ex: Executor, context: str) -> None:
+        self._ex = ex
+        self._context = context
+        self.unknown = False
+
+    async def run(self, call: ScriptCall) -> Any:
+        """Run ``call`` with retries. Raises as ``with_retry`` (and ``ServerReplyError``)."""
+        ex = self._ex
+
+        async def once() -> Any:
+            try:
+                return await ex.eval(call.script, call.keys, call.args, context=self._context)
+            except TransportError as error:
+                self.unknown = self.unknown or error.maybe_executed
+                raise
+            except ServerReplyError:  # nothing ran
+                raise
+            except BaseException:  # cancelled in flight: it may run
+                self.unknown = True
+                raise
+
+        return await with_retry(ex, once, idempotent=True)
+
+
 class LockCore(ExpirableCore):
     """The RLock algorithms, for any owner id chosen by a face."""
 
@@ -661,28 +689,11 @@ class LockCore(ExpirableCore):
     async def retry_release(self, call: Call) -> tuple[Any, bool]:
         """Retry a release call alone (idempotent: the same latch key); its reply (or the
         transport error it ended with) and whether an attempt's outcome was unknown."""
-        ex = self._ex
-        unknown = False
-
-        async def once() -> Any:
-            nonlocal unknown
-            try:
-                return await ex.eval(
-                    call.call.script, call.call.keys, call.call.args, context=call.context
-                )
-            except TransportError as error:
-                unknown = unknown or error.maybe_executed
-                raise
-            except ServerReplyError:  # nothing ran
-                raise
-            except BaseException:  # cancelled in flight: it may run
-                unknown = True
-                raise
-
+        release = _Release(self._ex, call.context)
         try:
-            return await with_retry(ex, once, idempotent=True), unknown
+            return await release.run(call.call), release.unknown
         except TransportError as error:
-            return error, unknown
+            return error, release.unknown
 
     # -- release ------------------------------------------------------------------------------
 
@@ -691,36 +702,18 @@ class LockCore(ExpirableCore):
         latch = unlock_latch_key(self.name, new_request_id())
         context = self.context("releasing")
         tried = self._one_wake()
-        unknown = False  # a copy was sent and no reply read for it
-
-        async def once() -> Any:
-            nonlocal unknown
-            call = self.unlock_command(field, lease, latch)
-            try:
-                return await ex.eval(call.script, call.keys, call.args, context=context)
-            except TransportError as error:
-                unknown = unknown or error.maybe_executed
-                raise
-            except ServerReplyError:  # nothing ran
-                raise
-            except BaseException:  # cancelled in flight: it may run
-                unknown = True
-                raise
-
-        async def release() -> Any:  # idempotent by its latch key: retried
-            return await with_retry(ex, once, idempotent=True)
-
+        release = _Release(ex, context)
         try:
             try:
-                reply = await release()
+                reply = await release.run(self.unlock_command(field, lease, latch))
             except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
                 if not self._refuses_one_wake(error, tried=tried):
                     raise
-                reply = await release()
+                reply = await release.run(self.unlock_command(field, lease, latch))
         except BaseException as error:
-            self.settle_release(field, error, latch, unknown=unknown)
+            self.settle_release(field, error, latch, unknown=release.unknown)
             raise
-        self.settle_release(field, reply, latch, unknown=unknown)
+        self.settle_release(field, reply, latch, unknown=release.unknown)
         return reply
 
     def _note_release(self, field: str, reply: Any) -> None:
