@@ -294,7 +294,7 @@ def test_redlock_grants_that_come_after_the_lease_are_not_taken(
         for p in (proxy, *slow):
             p.latency = 0.0
         assert not lock.is_held_by_current_thread()
-        assert lock.try_lock()  # timely grants are taken as always
+        assert lock.try_lock(wait_time=5)  # timely grants are taken as always
         lock.unlock()
     finally:
         masters.shutdown()
