@@ -93,15 +93,23 @@ class Run:
         self.faults: list[dict[str, Any]] = []
 
     def section(
-        self, pid: int, grant: float, end: float, role: str = "w", lost: float | None = None
+        self,
+        pid: int,
+        grant: float,
+        end: float,
+        role: str = "w",
+        *,
+        lost: float | None = None,
+        t_req: float | None = None,
     ) -> None:
         ev = self.events.setdefault(
             pid, [{"ev": "start", "pid": pid, "t": 0.0, "kind": self.kind, "op_timeout": 3.0}]
         )
         sid = f"{pid}-0-{len(ev)}"
+        asked = grant - 0.01 if t_req is None else t_req
         ev += [
-            {"ev": "req", "pid": pid, "t": grant - 0.01, "th": 0, "res": "r0", "wait": 2.0},
-            {"ev": "grant", "pid": pid, "t": grant, "t_req": grant - 0.01, "sid": sid,
+            {"ev": "req", "pid": pid, "t": asked, "th": 0, "res": "r0", "wait": 2.0},
+            {"ev": "grant", "pid": pid, "t": grant, "t_req": asked, "sid": sid,
              "kind": self.kind, "res": "r0", "role": role, "wait": 2.0},
         ]  # fmt: skip
         if lost is not None:
@@ -165,6 +173,27 @@ def test_documented_faults_excuse_an_overlap_by_class(tmp_path: Path) -> None:
     report = run.check()
     assert report.violations == [] and report.excused == 1
     assert dict(report.rows["rlock"].excused) == {"client_pause": 1}
+
+
+def test_a_pause_between_request_and_grant_excuses_the_later_logged_section(
+    tmp_path: Path,
+) -> None:
+    # The paused process may have read its grant before the pause (its lease then ran out
+    # while it was stopped): its section is logged after the other's grant, but was first.
+    run = Run(tmp_path)
+    run.section(1, 1.0, 2.0)
+    run.section(2, 1.5, 2.5, t_req=0.5)
+    run.fault("client_pause", 0.6, 1.45, pids=[2])
+    report = run.check()
+    assert report.violations == [] and dict(report.rows["rlock"].excused) == {"client_pause": 1}
+    # ... but not a pause of that process outside its acquire
+    other = tmp_path / "other"
+    other.mkdir()
+    run = Run(other)
+    run.section(1, 1.0, 2.0)
+    run.section(2, 1.5, 2.5, t_req=0.5)
+    run.fault("client_pause", 2.6, 2.8, pids=[2])
+    assert len(run.check().violations) == 1
 
 
 def test_a_restart_with_persistence_excuses_nothing(tmp_path: Path) -> None:
