@@ -257,8 +257,7 @@ class AsyncExecutor(ExecutorBase):
     def subscribed(self, channel: str, route: str | None = None) -> bool:
         pubsub = self.pubsub
         driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-        sub = driver.table.entries.get(channel)
-        return sub is not None and sub.ready.is_set and sub.error is None
+        return driver.table.confirmed(channel)
 
     def unsubscribe(self, sub: Any) -> None:
         assert isinstance(sub, Subscription)

@@ -191,6 +191,11 @@ class SubscriptionTable:
                 sub.idle_since = time.monotonic()
                 sub.latch.drain()
 
+    def confirmed(self, channel: str) -> bool:
+        """Whether ``channel`` is subscribed and Redis confirmed it (not refused) now."""
+        sub = self.entries.get(channel)
+        return sub is not None and sub.ready.is_set and sub.error is None
+
     def channels(self) -> list[str]:
         """The channels subscribed now (in use or lingering)."""
         with self.mutex:
