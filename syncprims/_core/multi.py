@@ -127,8 +127,16 @@ class MultiLockCore:
                 # chaos campaign) may be someone else's by now, and are given back.
                 limit = lease_s if lease_s is not None else min(p[2] for p in plans) / 1000
                 left = limit - elapsed - drift(limit)
-                validity = None if lease_s is None else left
-                if len(taken) >= self.required() and left <= 0:
+                if len(taken) >= self.required() and left > 0:
+                    for i in taken:
+                        sub, field, lease, watchdog = plans[i]
+                        sub.acquired(field, lease, watchdog, replies[i], since=started)
+                    for sub in self.locks:  # each sub-lock's holds, as its unlock counts them
+                        sub.count_hold(owner, 1)
+                    if lease_s is not None:  # validity counted from the attempt's start
+                        self._validity[owner] = (left + elapsed, started)
+                    return True
+                if len(taken) >= self.required():
                     log.warning(
                         "%s: the grants came %.3f s after they were asked for, past the "
                         "%.3f s lease: not taken",
@@ -136,15 +144,6 @@ class MultiLockCore:
                         elapsed,
                         limit,
                     )
-                if len(taken) >= self.required() and left > 0:
-                    for i in taken:
-                        sub, field, lease, watchdog = plans[i]
-                        sub.acquired(field, lease, watchdog, replies[i], since=started)
-                    for sub in self.locks:  # each sub-lock's holds, as its unlock counts them
-                        sub.count_hold(owner, 1)
-                    if validity is not None:  # counted from the attempt's start
-                        self._validity[owner] = (validity + elapsed, started)
-                    return True
                 # Replies that may have taken a sub-lock: lost ones, and script errors (a
                 # script can fail after it wrote).
                 lost = [

@@ -137,19 +137,14 @@ async def acquire_loop(
     with waiting(ex, route):
         config = ex.config
         backoff = MIN_BACKOFF
-        if early is not None:
-            herald_sub, sub = early
-        else:
-            herald_sub = None
+        subs = early
+        if subs is None:
             try:
-                if herald is not None:
-                    herald_sub = await ex.subscribe(herald[0], herald[1], route)
-                sub = await ex.subscribe(channel, policy, route)
+                subs = await _subscribe(ex, channel, policy, route, herald)
             except BaseException:
-                if herald_sub is not None:
-                    ex.unsubscribe(herald_sub)
                 await _give_up(on_give_up, quietly=True)
                 raise
+        sub = subs[1]
         try:
             if early is None:
                 await ex.wait_ready(
@@ -183,9 +178,7 @@ async def acquire_loop(
             await _give_up(on_give_up, quietly=True)
             raise
         finally:
-            ex.unsubscribe(sub)
-            if herald_sub is not None:
-                ex.unsubscribe(herald_sub)
+            _drop(ex, subs)
         await _give_up(on_give_up)
         return False
 
@@ -203,17 +196,29 @@ async def _take_lingering(
     it, which saves the attempt after subscribing (profile: docs/design.md)."""
     if not ex.subscribed(channel, route):
         return None
+    subs = await _subscribe(ex, channel, policy, route, herald)
+    if ex.subscribed(channel, route):  # still the confirmed one (ours now: not swept)
+        return subs
+    _drop(ex, subs)
+    return None
+
+
+async def _subscribe(
+    ex: Executor,
+    channel: str,
+    policy: WakePolicy,
+    route: str | None,
+    herald: tuple[str, WakePolicy] | None,
+) -> tuple[Subscription | None, Subscription]:
+    """References on ``herald`` (first: its notes must be there for the channel's messages)
+    and ``channel``; none is left taken if this raises."""
     herald_sub = await ex.subscribe(herald[0], herald[1], route) if herald is not None else None
     try:
-        sub = await ex.subscribe(channel, policy, route)
+        return herald_sub, await ex.subscribe(channel, policy, route)
     except BaseException:
         if herald_sub is not None:
             ex.unsubscribe(herald_sub)
         raise
-    if ex.subscribed(channel, route):  # still the confirmed one (ours now: not swept)
-        return herald_sub, sub
-    _drop(ex, (herald_sub, sub))
-    return None
 
 
 def _drop(ex: Executor, subs: tuple[Subscription | None, Subscription] | None) -> None:

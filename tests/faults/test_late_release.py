@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -44,22 +44,16 @@ SETTLE = 0.3  # after a warm-up unlock: its latch key's deletion (50 ms later) h
 # so the one request the proxy holds back is the unlock under test
 
 
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    p = FaultProxy(redis_server.port)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def raw(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    r = redis.Redis(port=redis_server.port)
-    yield r
-    r.close()
-
-
 def _name(kind: str) -> str:
     return f"late:{kind}:{uuid.uuid4().hex[:12]}"
+
+
+def _warm_up(lock: Any) -> None:
+    """Load the lock's scripts (later EVALSHAs run at once), then let the unlock's latch
+    deletion go by, so that the one request the proxy holds back is the unlock under test."""
+    lock.lock(lease_time=0.4)
+    lock.unlock()
+    time.sleep(SETTLE)
 
 
 def _wait_gone(raw: redis.Redis, name: str, bound: float = 5.0) -> None:
@@ -91,9 +85,7 @@ def test_a_release_delivered_after_the_next_hold_does_not_free_it(
             }[kind]
             lock = getattr(client, getter)(name)
             rival = getattr(other, getter)(name)
-        lock.lock(lease_time=0.4)  # loads the scripts: later EVALSHAs run at once
-        lock.unlock()
-        time.sleep(SETTLE)
+        _warm_up(lock)
         lock.lock(lease_time=0.4)
         proxy.hold_requests = 1  # the unlock goes into the partition
         with pytest.raises(syncprims.RedisTimeoutError) as caught:
@@ -122,10 +114,8 @@ def test_a_late_copy_of_a_retried_release_of_a_reentrant_hold_is_a_no_op(
     client = syncprims.connect(proxy.url, **OPTIONS)
     try:
         lock = client.get_lock(name)
+        _warm_up(lock)
         lock.lock()
-        lock.lock()
-        lock.unlock()  # loads the unlock script
-        time.sleep(SETTLE)
         lock.lock()
         assert lock.get_hold_count() == 2
         proxy.hold_requests = 1
@@ -153,9 +143,7 @@ def test_a_late_copy_of_a_retried_last_release_leaves_the_next_hold_alone(
     other = syncprims.connect(redis_server.url)
     try:
         lock = client.get_lock(name)
-        lock.lock()
-        lock.unlock()
-        time.sleep(SETTLE)
+        _warm_up(lock)
         lock.lock()
         proxy.hold_requests = 1
         lock.unlock()  # answered by the retry
@@ -211,9 +199,7 @@ def test_a_thread_still_holding_keeps_its_field(proxy: FaultProxy, raw: redis.Re
     client = syncprims.connect(proxy.url, **NO_RETRY)
     try:
         lock = client.get_lock(name)
-        lock.lock()
-        lock.unlock()
-        time.sleep(SETTLE)
+        _warm_up(lock)
         lock.lock()
         lock.lock()
         proxy.hold_requests = 1
@@ -243,9 +229,7 @@ def test_redlock_a_late_release_on_one_master_leaves_the_next_hold_there(
     )
     try:
         lock = masters.get_red_lock(name)
-        lock.lock(lease_time=0.4)
-        lock.unlock()
-        time.sleep(SETTLE)
+        _warm_up(lock)
         lock.lock(lease_time=0.4)
         assert raw.exists(name)  # the proxied master holds its part
         proxy.hold_requests = 1

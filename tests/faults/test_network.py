@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,20 +35,6 @@ FAST: dict[str, Any] = {
     "retry_delay": (0.05, 0.2),
     "subscription_timeout": 1.0,
 }
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    p = FaultProxy(redis_server.port)
-    yield p
-    p.close()
-
-
-@pytest.fixture
-def raw(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    r = redis.Redis(port=redis_server.port)
-    yield r
-    r.close()
 
 
 def test_a_lost_acquire_reply_is_not_resent(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -23,13 +22,6 @@ from syncprims._embedded import RedisServer
 from .proxy import FaultProxy
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    p = FaultProxy(redis_server.port)
-    yield p
-    p.close()
 
 
 def test_a_lost_release_reply_gives_the_permit_back_once(
