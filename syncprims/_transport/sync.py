@@ -104,15 +104,29 @@ class SyncServer:
         """
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
-        if self._idle:
+        conn = self.take_kept()
+        if conn is not None:
+            if not _stale(conn):
+                return conn
+            self._forget(conn)
+        return self.checkout_fresh(context)
+
+    def take_kept(self) -> Any:
+        """A connection kept from an earlier call, not checked yet (:func:`_stale`), or
+        ``None``. In a forked child the parent's are dropped, not used."""
+        while self._idle:
             try:
                 conn = self._idle.pop()
             except IndexError:  # another thread took the last one
-                pass
-            else:
-                if self._pid == os.getpid() and not _stale(conn):
-                    return conn
-                self._forget(conn)
+                return None
+            if self._pid == os.getpid():
+                return conn
+        return None
+
+    def checkout_fresh(self, context: str) -> Any:
+        """A connection from the pool (raises as :meth:`checkout`)."""
+        if self._closed:
+            raise ClientClosedError(f"the client is shut down ({context})")
         try:
             return self.pool.get_connection()
         except _FAILURES as error:
@@ -378,6 +392,28 @@ def _stale(conn: Any) -> bool:
     return bool(readable)
 
 
+def _stale_among(kept: dict[int, Any]) -> list[int]:
+    """The keys of ``kept`` whose connection is stale (as :func:`_stale`), in one ``select``."""
+    socks: dict[Any, int] = {}
+    stale: list[int] = []
+    for i, conn in kept.items():
+        if conn is None:
+            continue
+        sock = conn._sock
+        pending = getattr(sock, "pending", None) if sock is not None else None
+        if sock is None or (pending is not None and pending()):
+            stale.append(i)
+        else:
+            socks[sock] = i
+    if socks:
+        try:
+            readable, _, _ = select.select(list(socks), [], [], 0)
+        except (OSError, ValueError):  # one of them closed: check each alone
+            return stale + [i for i, conn in kept.items() if conn is not None and _stale(conn)]
+        stale.extend(socks[sock] for sock in readable)
+    return stale
+
+
 class Routed(NamedTuple):
     """One call of a fan-out, on the server it goes to."""
 
@@ -461,10 +497,13 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
             for i in ready:
                 conn = in_flight.pop(i)
                 call = calls[i]
+                # Readable, so the reply is (nearly) all there: read it with the socket's own
+                # timeout (no settimeout calls) unless most of the call's time is used up.
                 left = max(0.001, deadlines[i] - time.monotonic())
+                timeout = None if left > call.server.timeout / 2 else left
                 try:
                     results[i] = call.server.receive(
-                        conn, commands[i], call.context, call.script, timeout=left
+                        conn, commands[i], call.context, call.script, timeout=timeout
                     )
                 except SyncPrimsError as error:
                     results[i] = error
@@ -518,17 +557,28 @@ def _buffered(conn: Any) -> bool:
 def _checkout_all(
     calls: Sequence[Routed], todo: Sequence[int], results: list[Any]
 ) -> dict[int, Any]:
-    """A connection per call of ``todo``; failures go to ``results``."""
+    """A connection per call of ``todo``; failures go to ``results``.
+
+    Kept connections are checked for staleness together, one ``select`` for all of them
+    (a RedLock pair's profile: one per connection was 10 of its 30 syscalls)."""
     conns: dict[int, Any] = {}
     sick = [i for i in todo if not calls[i].server.healthy]
     if len(sick) < 2:
         sick = []
+    kept = {i: calls[i].server.take_kept() for i in todo if i not in sick}
+    for i in _stale_among(kept):
+        calls[i].server._forget(kept.pop(i))
+    for i, conn in kept.items():
+        if conn is not None:
+            conns[i] = conn
+    if len(conns) == len(todo):
+        return conns
     lock = threading.Lock()
 
     def take(i: int) -> None:
         call = calls[i]
         try:
-            conn = call.server.checkout(call.context)
+            conn = call.server.checkout_fresh(call.context)
         except SyncPrimsError as error:
             results[i] = error
             return
@@ -540,7 +590,7 @@ def _checkout_all(
         thread.start()
     try:
         for i in todo:
-            if i not in sick:
+            if i not in sick and i not in conns:
                 take(i)
     finally:
         for thread in threads:
