@@ -1,9 +1,17 @@
 """Batched, fire-and-forget deletion of short-lived keys (the unlock idempotency latches).
 
 Redisson deletes each unlock latch key with its own command after the unlock reply. We
-collect them and send one ``UNLINK`` per batch from the services loop, every 50 ms at most,
-so an unlock costs one round trip on the caller's thread. A key that is never deleted (the
-process died) expires by its TTL.
+collect them and send one ``UNLINK`` per batch from the services loop, so an unlock costs one
+round trip on the caller's thread. A key that is never deleted (the process died) expires by
+its TTL.
+
+A batch goes 50 ms after its first key; once a batch held ``BUSY_KEYS`` keys or more (400
+unlocks a second and up), the next one waits a second instead. Each flush wakes the services
+thread (and, in the sync face, a worker thread for the blocking ``UNLINK``), and those
+wake-ups fight the callers' threads for the GIL: with a flush every 50 ms, a RedLock on 5
+masters (5 clients, 5 janitors) made 20-25 % fewer pairs a second than with a flush every
+second (docs/design.md, "Profile: the janitor"). Keys kept a moment longer only cost
+memory: a latch key is safe to delete, never unsafe to keep.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ __all__ = ["Janitor"]
 log = logging.getLogger("syncprims.services")
 
 FLUSH_DELAY = 0.05
+BUSY_FLUSH_DELAY = 1.0
+BUSY_KEYS = 20
 BATCH = 1000
 
 
@@ -45,6 +55,7 @@ class Janitor:
         self._mutex = threading.Lock()
         self._keys: list[str] = []
         self._scheduled = False
+        self._delay = FLUSH_DELAY  # loop-only: set by the last flush
 
     def discard(self, key: str) -> None:
         """Delete ``key`` soon, in the background. Never blocks."""
@@ -56,12 +67,13 @@ class Janitor:
         self._services.call_soon(self._schedule)
 
     def _schedule(self) -> None:
-        asyncio.get_running_loop().call_later(FLUSH_DELAY, self._flush)
+        asyncio.get_running_loop().call_later(self._delay, self._flush)
 
     def _flush(self) -> None:
         with self._mutex:
             keys, self._keys = self._keys, []
             self._scheduled = False
+        self._delay = BUSY_FLUSH_DELAY if len(keys) >= BUSY_KEYS else FLUSH_DELAY
         by_slot: dict[int, list[str]] = {}
         for key in keys:  # one UNLINK per slot (a cluster command touches one slot only)
             by_slot.setdefault(self._slot_of(key), []).append(key)
@@ -93,3 +105,4 @@ class Janitor:
         self._mutex = threading.Lock()
         self._keys = []
         self._scheduled = False
+        self._delay = FLUSH_DELAY

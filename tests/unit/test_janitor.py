@@ -1,0 +1,94 @@
+"""The unlock-latch janitor: batches, and how long a batch waits (on a real event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from syncprims._services import janitor
+from syncprims._services.janitor import Janitor
+
+
+class _Here:
+    """A scheduler on the running loop (the asyncio face's)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        self.loop.call_soon(fn, *args)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        task = self.loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+class _Recorder:
+    """Records each UNLINK with the loop time it was sent at."""
+
+    def __init__(self) -> None:
+        self.unlinks: list[tuple[float, tuple[str | int, ...]]] = []
+
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> object:
+        assert args[0] == "UNLINK"
+        self.unlinks.append((asyncio.get_running_loop().time(), args[1:]))
+        return len(args) - 1
+
+
+async def _until(recorder: _Recorder, count: int, timeout: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len(recorder.unlinks) < count and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.005)
+
+
+def test_a_busy_janitor_flushes_once_a_second_a_quiet_one_at_once() -> None:
+    async def main() -> None:
+        recorder = _Recorder()
+        j = Janitor(_Here(), recorder)
+        loop = asyncio.get_running_loop()
+
+        # Quiet: one key goes within the short delay.
+        j.discard("k0")
+        await _until(recorder, 1, 5)
+        assert recorder.unlinks[0][1] == ("k0",)
+
+        # Busy: a batch of BUSY_KEYS keys in one UNLINK ...
+        keys = [f"b{i}" for i in range(janitor.BUSY_KEYS)]
+        for key in keys:
+            j.discard(key)
+        await _until(recorder, 2, 5)
+        assert recorder.unlinks[1][1] == tuple(keys)
+
+        # ... so the next batch waits the long delay, not the short one.
+        started = loop.time()
+        j.discard("late")
+        await _until(recorder, 3, 5)
+        assert recorder.unlinks[2][1] == ("late",)
+        waited = recorder.unlinks[2][0] - started
+        assert waited >= janitor.BUSY_FLUSH_DELAY * 0.9, waited
+
+        # That batch was small: the one after it goes after the short delay again.
+        started = loop.time()
+        j.discard("quiet")
+        await _until(recorder, 4, 5)
+        waited = recorder.unlinks[3][0] - started
+        assert waited < janitor.BUSY_FLUSH_DELAY * 0.9, waited
+
+    asyncio.run(main())
+
+
+def test_flush_now_deletes_what_is_pending_at_once() -> None:
+    async def main() -> None:
+        recorder = _Recorder()
+        j = Janitor(_Here(), recorder)
+        for i in range(janitor.BUSY_KEYS):
+            j.discard(f"a{i}")
+        await _until(recorder, 1, 5)
+        j.discard("pending")  # would wait a second
+        await j.flush_now()
+        assert recorder.unlinks[-1][1] == ("pending",)
+
+    asyncio.run(main())
