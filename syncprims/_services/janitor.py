@@ -10,8 +10,8 @@ unlocks a second and up), the next one waits a second instead. Each flush wakes 
 thread (and, in the sync face, a worker thread for the blocking ``UNLINK``), and those
 wake-ups fight the callers' threads for the GIL: with a flush every 50 ms, a RedLock on 5
 masters (5 clients, 5 janitors) made 20-25 % fewer pairs a second than with a flush every
-second (docs/design.md, "Profile: the janitor"). Keys kept a moment longer only cost
-memory: a latch key is safe to delete, never unsafe to keep.
+second (docs/design.md, "Profile: the RedLock fan-out and the janitor"). Keys kept a moment
+longer only cost memory: a latch key is safe to delete, never unsafe to keep.
 """
 
 from __future__ import annotations
