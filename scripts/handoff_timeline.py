@@ -14,7 +14,6 @@ python-redis-lock's total is printed beside it when it is installed (the ``[benc
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing
 import statistics
 import sys
@@ -22,22 +21,9 @@ import time
 from typing import Any
 
 from syncprims._embedded import RedisServer
+from syncprims.bench.peers import available, open_peer
 
 NAME = "timeline:handoff"
-
-
-def _open(peer: str, url: str) -> tuple[Any, Any]:
-    """``(lock, acquire/release pair)`` of ``peer`` ("syncprims" or "python-redis-lock")."""
-    if peer == "python-redis-lock":
-        import redis
-        import redis_lock
-
-        lock = redis_lock.Lock(redis.Redis.from_url(url), NAME, expire=30)
-        return lock, (lock.acquire, lock.release)
-    import syncprims
-
-    rlock = syncprims.connect(url).get_lock(NAME)
-    return rlock, (rlock.lock, rlock.unlock)
 
 
 def _waiter(peer: str, url: str, rounds: int, pipe: Any) -> None:
@@ -60,15 +46,15 @@ def _waiter(peer: str, url: str, rounds: int, pipe: Any) -> None:
 
     pubsub.SubscriptionTable.dispatch = timed_dispatch  # type: ignore[method-assign]
     runtime.SyncExecutor.wait = timed_wait  # type: ignore[method-assign]
-    _, (acquire, release) = _open(peer, url)
+    lock = open_peer(peer, [url]).lock(NAME)  # as the handoff benchmark builds it
     out = []
     pipe.send("ready")
     for _ in range(rounds):
         pipe.recv()  # the holder holds the lock now
         marks.clear()
-        acquire()
+        lock.acquire()
         out.append((marks.get("message", 0), marks.get("wake", 0), time.monotonic_ns()))
-        release()
+        lock.release()
         pipe.send("done")
     pipe.send(out)
 
@@ -79,18 +65,20 @@ def run(peer: str, url: str, rounds: int) -> list[tuple[int, int, int, int]]:
     here, there = ctx.Pipe()
     child = ctx.Process(target=_waiter, args=(peer, url, rounds, there), daemon=True)
     child.start()
-    _, (acquire, release) = _open(peer, url)
+    session = open_peer(peer, [url])
+    lock = session.lock(NAME)
     here.recv()
     released = []
     for _ in range(rounds):
-        acquire()
+        lock.acquire()
         here.send("go")
         time.sleep(0.003)  # the waiter is blocked in lock() by now
         released.append(time.monotonic_ns())
-        release()
+        lock.release()
         here.recv()
     marks = here.recv()
     child.join(10)
+    session.close()
     return [(r, *m) for r, m in zip(released, marks, strict=True)]
 
 
@@ -108,7 +96,7 @@ def main() -> None:
         print(f"  release -> message   {us([m - r for r, m, _, _ in rows]):6.0f} us")
         print(f"  message -> wake-up   {us([w - m for _, m, w, _ in rows]):6.0f} us")
         print(f"  wake-up -> acquired  {us([a - w for _, _, w, a in rows]):6.0f} us")
-        if importlib.util.find_spec("redis_lock") is not None:
+        if available("python-redis-lock"):
             rows = run("python-redis-lock", server.url, rounds)
             total = us([a - r for r, _, _, a in rows])
             print(f"python-redis-lock, same server: release -> acquired {total:6.0f} us")

@@ -250,14 +250,15 @@ class AsyncExecutor(ExecutorBase):
         self, channel: str, policy: WakePolicy, route: str | None = None
     ) -> Subscription:
         bind_loop(self.event_loop)
-        pubsub = self.pubsub
-        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-        return await driver.acquire(channel, policy)
+        return await self._driver(channel, route).acquire(channel, policy)
 
     def subscribed(self, channel: str, route: str | None = None) -> bool:
+        return self._driver(channel, route).table.confirmed(channel)
+
+    def _driver(self, channel: str, route: str | None) -> TaskSubscriber:
+        """The subscriber connection ``channel`` belongs on (a cluster's: by ``route``)."""
         pubsub = self.pubsub
-        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-        return driver.table.confirmed(channel)
+        return pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
 
     def unsubscribe(self, sub: Any) -> None:
         assert isinstance(sub, Subscription)

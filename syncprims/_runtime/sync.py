@@ -213,14 +213,15 @@ class SyncExecutor(ExecutorBase):
     async def subscribe(
         self, channel: str, policy: WakePolicy, route: str | None = None
     ) -> Subscription:
-        pubsub = self.pubsub
-        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-        return await driver.acquire(channel, policy)
+        return await self._driver(channel, route).acquire(channel, policy)
 
     def subscribed(self, channel: str, route: str | None = None) -> bool:
+        return self._driver(channel, route).table.confirmed(channel)
+
+    def _driver(self, channel: str, route: str | None) -> ThreadSubscriber:
+        """The subscriber connection ``channel`` belongs on (a cluster's: by ``route``)."""
         pubsub = self.pubsub
-        driver = pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-        return driver.table.confirmed(channel)
+        return pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
 
     def unsubscribe(self, sub: Any) -> None:
         assert isinstance(sub, Subscription)

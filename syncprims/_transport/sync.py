@@ -393,12 +393,10 @@ def _stale_among(kept: dict[int, Any]) -> list[int]:
     for i, conn in kept.items():
         if conn is None:
             continue
-        sock = conn._sock
-        pending = getattr(sock, "pending", None) if sock is not None else None
-        if sock is None or (pending is not None and pending()):
+        if conn._sock is None or _buffered(conn):
             stale.append(i)
         else:
-            socks[sock] = i
+            socks[conn._sock] = i
     if socks:
         try:
             readable, _, _ = select.select(list(socks), [], [], 0)

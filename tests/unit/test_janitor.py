@@ -3,27 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from syncprims._services import janitor
 from syncprims._services.janitor import Janitor
-
-
-class _Here:
-    """A scheduler on the running loop (the asyncio face's)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.tasks: set[asyncio.Task[Any]] = set()
-
-    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
-        self.loop.call_soon(fn, *args)
-
-    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        task = self.loop.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+from syncprims._services.loop import CallerLoop
 
 
 class _Recorder:
@@ -47,7 +30,7 @@ async def _until(recorder: _Recorder, count: int, timeout: float) -> None:
 def test_a_busy_janitor_flushes_once_a_second_a_quiet_one_at_once() -> None:
     async def main() -> None:
         recorder = _Recorder()
-        j = Janitor(_Here(), recorder)
+        j = Janitor(CallerLoop(asyncio.get_running_loop(), "test"), recorder)
         loop = asyncio.get_running_loop()
 
         # Quiet: one key goes within the short delay.
@@ -83,7 +66,7 @@ def test_a_busy_janitor_flushes_once_a_second_a_quiet_one_at_once() -> None:
 def test_flush_now_deletes_what_is_pending_at_once() -> None:
     async def main() -> None:
         recorder = _Recorder()
-        j = Janitor(_Here(), recorder)
+        j = Janitor(CallerLoop(asyncio.get_running_loop(), "test"), recorder)
         for i in range(janitor.BUSY_KEYS):
             j.discard(f"a{i}")
         await _until(recorder, 1, 5)
