@@ -49,6 +49,7 @@ class ConnectOptions(TypedDict, total=False):
     fair_lock_wait_timeout: Duration
     lock_synced_replicas: int | Literal["auto"]
     replica_sync_timeout: Duration
+    lock_grant_handoff: bool
 
 
 def _seconds(value: Duration) -> float:
@@ -167,6 +168,15 @@ class Config:
             asynchronous).
         replica_sync_timeout: seconds to wait for those replicas (Redisson
             ``slavesSyncTimeout``, 1 s).
+        lock_grant_handoff: an RLock release hands the lock straight to the syncprims
+            waiter that has waited longest, which then returns without another round trip
+            (the one-hop grant, ``docs/locks.md``; default ``True``). The cost: a waiter
+            that is alive but stopped (a debugger, a long GC pause, a partition) when it is
+            granted the lock holds it until its lease runs out (30 s under the watchdog),
+            where without grants it costs others 0.1 s. ``False``: a release only wakes that
+            waiter, which then takes the lock with its own script. Only used where no
+            replica must acknowledge an acquisition (``lock_synced_replicas`` 0, or
+            ``"auto"`` on a master without replicas): a grant skips ``WAIT``.
     """
 
     lock_watchdog_timeout: float = attrs.field(
@@ -185,6 +195,9 @@ class Config:
     )
     lock_synced_replicas: int | Literal["auto"] = attrs.field(default="auto", validator=_replicas)
     replica_sync_timeout: float = attrs.field(default=1.0, converter=_seconds, validator=_positive)
+    lock_grant_handoff: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool)
+    )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Config:

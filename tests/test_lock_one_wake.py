@@ -161,6 +161,11 @@ class _Entry:
         note, self.note = self.note, None
         return note
 
+    def wake_paired(self, channel: str) -> None:
+        other = self.table.get(channel)
+        if other is not None:
+            other.wake_all()
+
 
 def test_the_wake_rules() -> None:
     table: dict[str, _Entry] = {}

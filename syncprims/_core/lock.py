@@ -35,8 +35,11 @@ Decisions (see also ``docs/locks.md``):
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import os
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -59,6 +62,8 @@ from syncprims._protocol.ids import new_request_id, owner_field
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.names import (
     lock_channel,
+    lock_grant_channel_prefix,
+    lock_grant_marker_name,
     lock_herald_channel,
     lock_reservation_name,
     lock_waiters_name,
@@ -123,9 +128,99 @@ def herald_policy(channel: str) -> WakePolicy:
     return policy
 
 
+def grant_policy(channel: str, give_back: Callable[[str], None]) -> WakePolicy:
+    """The rule of a client's grant channel of an RLock (the one-hop grant): a grant for
+    a wait in progress is recorded on it and wakes the local waiters of the lock's
+    ``channel`` (the granted one finds it; any other goes back to sleep after its attempt);
+    a grant that no wait takes any more (it ended, or moved on to a newer registration) is
+    handed to ``give_back`` (which releases it in the background, only if still unclaimed)."""
+
+    def policy(waiters: Wakeable, message: bytes) -> None:
+        member = message.decode()
+        with _GRANT_MUTEX:
+            wait = _GRANT_WAITS.get(member)
+            live = wait is not None and not wait.claimed and wait.member == member
+            if wait is not None and live:
+                wait.granted = member
+                wait.since = wait.floor
+        if live:
+            waiters.wake_paired(channel)
+        else:
+            give_back(member)
+
+    return policy
+
+
 ONE_WAKE_ENTRY_MS = 10_000  # a waiting client's registration lives this long (NX: not renewed)
 ONE_WAKE_SLICE_MS = 1_000  # a registered waiter attempts (and re-registers) at least this often
 ONE_WAKE_RESERVATION_MS = 100  # a released lock waits this long, at most, for the named client
+GRANT_MIN_LEASE_MS = 5_000  # shorter leases are not granted (see _GrantWait)
+GRANTED = -3  # an acquire reply: a release granted this wait the lock, and the attempt claimed it
+
+
+class _GrantWait:
+    """One owner's wait that a release may hand the lock to (the one-hop grant,
+    ``lock_unlock_one.lua``; docs/design.md, "The one-hop grant").
+
+    The wait is registered as ``member`` (``g|<lease ms>|<wait id>|<owner field>``); a release
+    that grants it writes the owner's hold, sets the grant marker to ``member`` and publishes
+    ``member`` on the client's grant channel, whose rule (:func:`grant_policy`) records it
+    here and wakes the waiter, which then returns without a script. An attempt that finds
+    the marker naming its member claims the grant instead (the message was lost, or is late).
+
+    When the lease started: Redis wrote it after the member was registered and after every
+    attempt that found the member still registered, so ``floor``, the send time of the last
+    such attempt, is never later than the lease's start (the waiter attempts at least every
+    second, so ``floor`` is recent; leases under :data:`GRANT_MIN_LEASE_MS` are not granted,
+    so that this bound is well inside the lease). An attempt that finds its member gone (a
+    release popped it, or it expired) registers a new one: a grant to the old member is then
+    over (its marker was replaced) and is never claimed, only given back.
+
+    All fields are read and written under :data:`_GRANT_MUTEX` (the rule runs on the
+    subscriber's thread).
+    """
+
+    __slots__ = (
+        "claimed",
+        "field",
+        "floor",
+        "granted",
+        "ids",
+        "member",
+        "members",
+        "prefix",
+        "since",
+    )
+
+    def __init__(self, lease: int, field: str) -> None:
+        self.prefix = f"g|{lease}|{next(_WAIT_IDS)}."
+        self.field = field
+        self.ids = itertools.count()
+        self.member = self.next_member()  # not registered until the first attempt
+        self.members = [self.member]  # every member it used (each maps to it while it runs)
+        self.floor = 0.0
+        self.granted: str | None = None  # the member whose grant's message arrived
+        self.since = 0.0  # ``floor`` when it arrived
+        self.claimed = False  # a grant was taken (by its message or by an attempt)
+
+    def next_member(self) -> str:
+        """A member name this wait has not used yet."""
+        return f"{self.prefix}{next(self.ids)}|{self.field}"
+
+
+_WAIT_IDS = itertools.count(1)
+_GRANT_MUTEX = threading.Lock()
+_GRANT_WAITS: dict[str, _GrantWait] = {}  # every member of every wait in progress -> its wait
+
+
+def _forget_grant_waits() -> None:
+    """In a forked child: the parent's waits are not its own (and the mutex may be taken)."""
+    global _GRANT_MUTEX
+    _GRANT_MUTEX = threading.Lock()
+    _GRANT_WAITS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_grant_waits)
 
 
 def _lock_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[str], list[Arg]]:
@@ -203,7 +298,8 @@ class LockCore(ExpirableCore):
         log.warning(
             "the Redis user may not use the keys of the RLock's one wake-up per release "
             "(%s...): falling back to Redisson's wake-ups (a waiter in every waiting client "
-            "per release); grant ~syncprims_lock_* keys and &syncprims_lock_herald:* channels "
+            "per release); grant ~syncprims_lock_* keys and &syncprims_lock_herald:* and "
+            "&syncprims_lock_grant:* channels "
             "to get it back (docs/configuration.md)",
             self.waiters,
         )
@@ -215,7 +311,10 @@ class LockCore(ExpirableCore):
         self.waiters = lock_waiters_name(self.name)
         self.herald = lock_herald_channel(self.name)
         self.reservation = lock_reservation_name(self.name)
+        self.grant_marker = lock_grant_marker_name(self.name)
+        self._grant_prefix = lock_grant_channel_prefix(self.name)
         self._rules: tuple[WakePolicy, tuple[str, WakePolicy]] | None = None
+        self._grant_rules: tuple[str, tuple[str, WakePolicy]] | None = None
         # owner field -> lease (ms) of that owner's last acquire, re-armed by a partial unlock
         self._leases: dict[str, int] = {}
         # Lock-loss notification (see the module docstring).
@@ -303,17 +402,27 @@ class LockCore(ExpirableCore):
         client = self._ex.client_id
         waiting = len(self._local_waiters.get((client, self.name), ()))
         others = waiting - 1 if wait > 0 else waiting  # a waiting caller counts itself
+        return self._acquire_one_command(
+            field, lease, "1" if wait > 0 else "0", "1" if others > 0 else "0", member="", fresh=""
+        )
+
+    def _acquire_one_command(
+        self, field: str, lease: int, waits: str, others: str, *, member: str, fresh: str
+    ) -> ScriptCall:
+        """``lock_acquire_one.lua``; ``member``/``fresh``: a one-hop grant's registrations."""
         return ScriptCall(
             scripts.LOCK_ACQUIRE_ONE,
-            [self.name, self.waiters, self.reservation],
+            [self.name, self.waiters, self.reservation, self.grant_marker],
             [
                 lease,
                 field,
-                client,
-                "1" if wait > 0 else "0",
-                "1" if others > 0 else "0",
+                self._ex.client_id,
+                waits,
+                others,
                 ONE_WAKE_ENTRY_MS,
                 ONE_WAKE_SLICE_MS,
+                member,
+                fresh,
             ],
         )
 
@@ -338,6 +447,138 @@ class LockCore(ExpirableCore):
             route=self.name,
             herald=rules[1] if rules is not None else None,
         )
+
+    async def _wait_for_grant(
+        self, attempt: Callable[[], Awaitable[int | None]], wait: float, grant: _GrantWait
+    ) -> bool:
+        """:meth:`wait_for` for a wait that may be granted the lock: woken by this client's
+        grant channel (and by the lock channel's ``0`` as any waiter)."""
+        return await acquire_loop(
+            self._ex,
+            attempt,
+            channel=self.channel,
+            policy=self._one_wake_rules()[0],
+            wait=wait,
+            on_give_up=self._leave_grant_wait(grant),
+            route=self.name,
+            herald=self._grant_channel_rule(),
+        )
+
+    def _grant_channel_rule(self) -> tuple[str, WakePolicy]:
+        """This client's grant channel of the lock and its rule (made once per client)."""
+        client = self._ex.client_id
+        rules = self._grant_rules
+        if rules is None or rules[0] != client:  # a forked child has a new client id
+            channel = self._grant_prefix + client
+            rules = self._grant_rules = (
+                client,
+                (channel, grant_policy(self.channel, self._give_back_later)),
+            )
+        return rules[1]
+
+    async def _grant_eligible(self, lease: int, wait: float) -> bool:
+        """Whether a wait of this caller may be granted the lock (``Config.lock_grant_handoff``)."""
+        if wait <= 0 or lease < GRANT_MIN_LEASE_MS or not self._one_wake():
+            return False
+        if not self._ex.config.lock_grant_handoff:
+            return False
+        return await self._replicas_required() == 0  # a grant skips WAIT
+
+    def _take_grant(self, grant: _GrantWait) -> float | None:
+        """Claim the grant whose message arrived for ``grant`` (``None``: none): when its
+        lease started, at the latest."""
+        with _GRANT_MUTEX:
+            if grant.granted is None or grant.claimed:
+                return None
+            grant.claimed = True
+            return grant.since
+
+    async def _granted(
+        self, field: str, lease: int, watchdog: bool, grant: _GrantWait, since: float
+    ) -> int | None:
+        """Take a grant whose message arrived; as an attempt's reply (``None``: acquired)."""
+        ex = self._ex
+        if ex.monotonic() - since >= lease / 1000:  # as _attempt's late grant
+            log.warning(
+                "%s: the grant's message came %.3f s after its lease may have started, past "
+                "its %.3f s lease: not taken",
+                self.context("acquiring"),
+                ex.monotonic() - since,
+                lease / 1000,
+            )
+            try:
+                await self._unlock_field(field, lease)
+            except SyncPrimsError as error:  # its lease bounds it
+                log.debug("%s: giving back a late grant failed: %r", self.name, error)
+            self._renew_grant_wait(grant)
+            return 0
+        self.acquired(field, lease, watchdog, None, since=since)
+        return None
+
+    @staticmethod
+    def _renew_grant_wait(grant: _GrantWait) -> None:
+        """After a grant was claimed and given back (too late), wait for a new one."""
+        with _GRANT_MUTEX:
+            grant.claimed = False
+            grant.granted = None
+            grant.member = grant.next_member()
+            grant.members.append(grant.member)
+            _GRANT_WAITS[grant.member] = grant
+
+    def _end_grant_wait(self, grant: _GrantWait) -> None:
+        """The wait is over: forget it; a grant it did not take is given back."""
+        with _GRANT_MUTEX:
+            for member in grant.members:
+                _GRANT_WAITS.pop(member, None)
+            pending = grant.granted if not grant.claimed else None
+            grant.claimed = True  # a message read from now on is given back
+        if pending is not None:
+            self._give_back_later(pending)
+
+    def _leave_grant_wait(self, grant: _GrantWait) -> Callable[[], Awaitable[None]]:
+        """The ``on_give_up`` of a wait that may be granted: leave the registry."""
+
+        async def leave() -> None:
+            with _GRANT_MUTEX:
+                member = grant.member
+            try:
+                await self._ex.command(
+                    "ZREM",
+                    self.waiters,
+                    member,
+                    context=self.context("giving up the wait for"),
+                    route=self.name,
+                )
+            except ServerReplyError as error:  # the entry expires by itself
+                log.debug("%s: leaving the waiters' registry failed: %s", self.name, error)
+
+        return leave
+
+    def _give_back_later(self, member: str) -> None:
+        """Release, in the background, the grant to ``member`` if no attempt claimed it
+        (its waiter stopped waiting first); called by the grant channel's rule."""
+        self._ex.background(lambda: self._give_back(member))
+
+    async def _give_back(self, member: str) -> None:
+        field = member.split("|", 3)[3]
+        ex = self._ex
+        latch = unlock_latch_key(self.name, new_request_id())
+        release = _Release(ex, self.context("giving back a grant of"))
+        try:
+            reply = await release.run(
+                self._unlock_one_command(field, self._watchdog_ms(), latch, member)
+            )
+        except SyncPrimsError as error:
+            log.warning(
+                "%s: giving back a grant nobody took failed (%r); its lease bounds it",
+                self.name,
+                error,
+            )
+            return
+        finally:
+            if not release.unknown:
+                ex.janitor.discard(latch)
+        log.debug("%s: gave back a grant nobody took (%r): %s", self.name, member, reply)
 
     def _one_wake_rules(self) -> tuple[WakePolicy, tuple[str, WakePolicy]]:
         """The lock channel's and the herald's wake-up rules (made once per lock object)."""
@@ -389,10 +630,31 @@ class LockCore(ExpirableCore):
         ]
         if not self._one_wake():
             return ScriptCall(scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args)
+        return self._unlock_one_command(field, lease, latch, "")
+
+    def _unlock_one_command(self, field: str, lease: int, latch: str, give_back: str) -> ScriptCall:
+        """``lock_unlock_one.lua``; ``give_back``: the member of a grant to give back."""
         return ScriptCall(
             scripts.LOCK_UNLOCK_ONE,
-            [self.name, self.channel, latch, self.waiters, self.herald, self.reservation],
-            [*args, ONE_WAKE_RESERVATION_MS],
+            [
+                self.name,
+                self.channel,
+                latch,
+                self.waiters,
+                self.herald,
+                self.reservation,
+                self.grant_marker,
+            ],
+            [
+                UNLOCK_MESSAGE,
+                lease,
+                field,
+                self.publish,
+                self._ex.bounds.unlock_latch_ttl_ms,
+                ONE_WAKE_RESERVATION_MS,
+                self._grant_prefix,
+                give_back,
+            ],
         )
 
     def force_unlock_command(self) -> ScriptCall:
@@ -405,26 +667,51 @@ class LockCore(ExpirableCore):
 
     # -- acquire ------------------------------------------------------------------------------
 
-    async def attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
+    async def attempt(
+        self,
+        field: str,
+        lease: int,
+        watchdog: bool,
+        wait: float,
+        grant: _GrantWait | None = None,
+    ) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
         A ``NOPERM`` on the one-wake script (nothing ran) falls back to Redisson's."""
         tried = self._one_wake()
         try:
-            return await self._attempt(field, lease, watchdog, wait)
+            return await self._attempt(field, lease, watchdog, wait, grant)
         except ServerReplyError as error:
             if not self._refuses_one_wake(error, tried=tried):
                 raise
         return await self._attempt(field, lease, watchdog, wait)
 
-    async def _attempt(self, field: str, lease: int, watchdog: bool, wait: float) -> int | None:
+    async def _attempt(
+        self,
+        field: str,
+        lease: int,
+        watchdog: bool,
+        wait: float,
+        grant: _GrantWait | None = None,
+    ) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
 
         With replicas to wait for (``lock_synced_replicas``), ``WAIT`` goes in the same write
         as the script (one round trip, as Redisson's batch); its reply only counts when the
-        script acquired.
+        script acquired. With ``grant`` (a wait that may be granted the lock, see
+        :class:`_GrantWait`), the attempt keeps the wait registered and may claim a grant.
         """
         ex = self._ex
-        call = self.acquire_command(field, lease, wait)
+        if grant is None or not self._one_wake():
+            grant = None
+            call = self.acquire_command(field, lease, wait)
+        else:
+            with _GRANT_MUTEX:
+                member, floor = grant.member, grant.floor
+            fresh = grant.next_member()
+            # registered only while the grant channel is confirmed: a grant to a member whose
+            # channel is not subscribed yet would find no subscriber and skip it
+            waits = "1" if ex.subscribed(self._grant_channel_rule()[0], self.name) else "0"
+            call = self._acquire_one_command(field, lease, waits, "0", member=member, fresh=fresh)
         required = await self._replicas_required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         context = self.context("acquiring")
@@ -456,9 +743,23 @@ class LockCore(ExpirableCore):
                 ),
                 idempotent=False,
             )
+        if grant is not None and isinstance(reply, list):  # waits, registered (see the script)
+            with _GRANT_MUTEX:
+                if reply[1] == 1:  # ``member`` was gone: registered as ``fresh``
+                    if grant.granted == member:  # that grant is over (never claimed)
+                        grant.granted = None
+                    grant.member = fresh
+                    grant.members.append(fresh)
+                    _GRANT_WAITS[fresh] = grant
+                grant.floor = sent  # registered when this ran: no grant before it
+            return int(reply[0])
         ttl = self.reply_ttl(reply)
         if ttl is not None:
             return ttl
+        if grant is not None and reply == GRANTED:
+            with _GRANT_MUTEX:
+                grant.claimed = True
+            sent = floor  # the grant came after the last attempt that found none
         if ex.monotonic() - sent >= lease / 1000:
             # The grant's reply came after the lease it asked for had run out (the process
             # was paused, or the network held the reply): the lock may be someone else's
@@ -475,6 +776,8 @@ class LockCore(ExpirableCore):
                 await self._unlock_field(field, lease)
             except SyncPrimsError as error:  # its lease bounds it
                 log.debug("%s: giving back a late grant failed: %r", self.name, error)
+            if grant is not None:
+                self._renew_grant_wait(grant)
             return 0
         if required:
             await self._check_replicas(field, lease, required, acknowledged)
@@ -512,8 +815,13 @@ class LockCore(ExpirableCore):
         )
 
     def reply_ttl(self, reply: Any) -> int | None:
-        """Decode an acquire reply: ``None`` when acquired, else how long to wait (ms)."""
-        return None if reply is None else int(reply)
+        """Decode an acquire reply: ``None`` when acquired (or a grant claimed), else how long
+        to wait (ms)."""
+        if reply is None or reply == GRANTED:
+            return None
+        if isinstance(reply, list):  # a grant wait's {ms, fresh}
+            return int(reply[0])
+        return int(reply)
 
     def acquired(
         self,
@@ -622,8 +930,14 @@ class LockCore(ExpirableCore):
         field = self.field(owner)
         probe = _observe.AcquireProbe(self.kind, self.name, wait)
 
+        grant = _GrantWait(lease, field) if await self._grant_eligible(lease, wait) else None
+
         async def attempt() -> int | None:
-            ttl = await self.attempt(field, lease, watchdog, wait)
+            if grant is not None:
+                since = self._take_grant(grant)
+                if since is not None:
+                    return await self._granted(field, lease, watchdog, grant, since)
+            ttl = await self.attempt(field, lease, watchdog, wait, grant)
             if ttl is not None:
                 probe.busy(ttl)
             return ttl
@@ -633,12 +947,20 @@ class LockCore(ExpirableCore):
         token = object()
         if one_wake:
             self._local_waiters.setdefault(waiting_key, set()).add(token)
+        if grant is not None:
+            with _GRANT_MUTEX:
+                _GRANT_WAITS[grant.member] = grant
         try:
-            acquired = await self.wait_for(attempt, field, wait)
+            if grant is None:
+                acquired = await self.wait_for(attempt, field, wait)
+            else:
+                acquired = await self._wait_for_grant(attempt, wait, grant)
         except BaseException:
             probe.finish("error")
             raise
         finally:
+            if grant is not None:
+                self._end_grant_wait(grant)
             if one_wake:
                 tokens = self._local_waiters.get(waiting_key)
                 if tokens is not None:

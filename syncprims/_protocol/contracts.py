@@ -130,6 +130,10 @@ class Wakeable(Protocol):
     def take_note(self) -> bytes | None:
         """The note left on this channel (see :meth:`tell`), removing it."""
 
+    def wake_paired(self, channel: str) -> None:
+        """Wake every local waiter of ``channel`` on the same subscriber connection (nothing
+        when this client does not subscribe to it)."""
+
 
 WakePolicy = Callable[[Wakeable, bytes], None]
 """How a message on a channel wakes that channel's local waiters."""
@@ -217,6 +221,10 @@ class Settings(Protocol):
     @property
     def wait_recheck_interval(self) -> float:
         """Seconds between re-checks while waiting, in case a wake-up was missed."""
+
+    @property
+    def lock_grant_handoff(self) -> bool:
+        """Whether an RLock release may hand the lock straight to a waiting owner."""
 
 
 class Executor(Protocol):
@@ -353,3 +361,7 @@ class Executor(Protocol):
     def retry_delay(self, attempt: int) -> float:
         """The pause, seconds, before retry number ``attempt`` (0 first): equal jitter
         between the ``retry_delay`` bounds."""
+
+    def background(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work()`` in the background, off the caller's thread (never blocks; callable
+        from a wake-up rule). Its errors are logged; a closed client drops it."""

@@ -128,6 +128,18 @@ def lock_herald_channel(name: str) -> str:
     return prefix_name("syncprims_lock_herald", name)
 
 
+def lock_grant_channel_prefix(name: str) -> str:
+    """The start of an RLock's one-hop grant channels (syncprims only):
+    ``syncprims_lock_grant:{name}:``; a client's own channel ends with its client id."""
+    return prefix_name("syncprims_lock_grant", name) + ":"
+
+
+def lock_grant_marker_name(name: str) -> str:
+    """The registration an RLock release granted the lock to, until its waiter claims it
+    (syncprims only): ``syncprims_lock_granted:{name}``."""
+    return prefix_name("syncprims_lock_granted", name)
+
+
 def lock_reservation_name(name: str) -> str:
     """Which syncprims client a released RLock is reserved for, briefly (syncprims only):
     ``syncprims_lock_next:{name}``."""

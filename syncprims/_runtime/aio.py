@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from syncprims._protocol.contracts import PENDING, Call, Enough, Orphan, WakePolicy
@@ -245,6 +245,14 @@ class AsyncExecutor(ExecutorBase):
         task = asyncio.get_running_loop().create_task(undo())
         self._undoing.add(task)
         task.add_done_callback(self._undoing.discard)
+
+    def background(self, work: Callable[[], Awaitable[None]]) -> None:
+        """``work()`` as a task on the client's loop."""
+
+        async def task() -> None:
+            await work()
+
+        self.services.call_soon(lambda: self.services.spawn(task()))
 
     async def subscribe(
         self, channel: str, policy: WakePolicy, route: str | None = None

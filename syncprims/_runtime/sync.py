@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from syncprims._protocol.contracts import Call, Enough, Orphan, WakePolicy
@@ -241,6 +241,17 @@ class SyncExecutor(ExecutorBase):
 
     async def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # noqa: ASYNC251 - the sync executor blocks by design
+
+    def background(self, work: Callable[[], Awaitable[None]]) -> None:
+        """``work()`` on a worker thread of the services loop (its calls block)."""
+
+        async def blocking() -> None:
+            await work()
+
+        async def off_loop() -> None:
+            await asyncio.get_running_loop().run_in_executor(None, run, blocking())
+
+        self.loop.call_soon(lambda: self.loop.spawn(off_loop()))
 
     async def _close_services(self) -> None:
         """On the services loop: stop renewing, delete pending latch keys."""

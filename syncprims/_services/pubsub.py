@@ -142,6 +142,13 @@ class Subscription:
         note, self.note = self.note, None
         return note
 
+    def wake_paired(self, channel: str) -> None:
+        """Wake every local user of ``channel`` (called by a wake-up rule, with the table's
+        mutex held)."""
+        other = self.table.entries.get(channel)
+        if other is not None:
+            other.wake_all()
+
 
 class SubscriptionTable:
     """The subscriptions of one subscriber connection: what both drivers share.

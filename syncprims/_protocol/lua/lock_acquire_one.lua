@@ -9,6 +9,8 @@
 -- KEYS[2] waiting clients "syncprims_lock_waiters:{name}" (zset: client id -> expiry, server
 --         time in ms; registered with NX, so the oldest registration comes first)
 -- KEYS[3] reservation "syncprims_lock_next:{name}" (the named client id, a short TTL)
+-- KEYS[4] grant marker "syncprims_lock_granted:{name}": the registration a release granted
+--         the lock to (lock_unlock_one.lua), until that waiter claims it
 -- ARGV[1] lease, milliseconds
 -- ARGV[2] owner field "<client uuid>:<owner id>"
 -- ARGV[3] client id
@@ -16,8 +18,27 @@
 -- ARGV[5] "1": other threads/tasks of this client still wait for this lock (stay registered)
 -- ARGV[6] registration lifetime, ms
 -- ARGV[7] the longest the caller may sleep before its next attempt, ms
--- Reply: nil when acquired; else how long to wait in ms (the holder's TTL, or what is left
---        of another client's reservation; at most ARGV[7]; ARGV[7] when there is no TTL).
+-- ARGV[8] "" (the client registers, ARGV[3]), or this wait's registration for a one-hop
+--         grant, "g|<lease ms>|<wait id>|<owner field>": a release may then hand the lock
+--         over by writing this owner's hold itself (lock_unlock_one.lua)
+-- ARGV[9] with ARGV[8]: the registration to make when ARGV[8] is not (or no longer)
+--         registered; a popped registration is never registered again
+-- Reply: nil when acquired; -3 when a release granted the lock to ARGV[8] and this attempt
+--        claimed it (the hold is there already, counted once); else how long to wait in ms
+--        (the holder's TTL, or what is left of another client's reservation; at most
+--        ARGV[7]; ARGV[7] when there is no TTL); with ARGV[8], that wait as
+--        {ms, 1 when ARGV[9] was registered now, else 0}.
+local member = ARGV[3]
+local fresh = 0
+if ARGV[8] ~= '' then
+    member = ARGV[8]
+    if redis.call('get', KEYS[4]) == member then
+        redis.call('del', KEYS[4])
+        if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+            return -3
+        end
+    end
+end
 local free = redis.call('exists', KEYS[1]) == 0
 local reserved = false
 if free then
@@ -31,15 +52,19 @@ end
 if (free and not reserved) or (not free and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[5] == '0' then
-        redis.call('zrem', KEYS[2], ARGV[3])
+    if ARGV[5] == '0' or member ~= ARGV[3] then
+        redis.call('zrem', KEYS[2], member)
     end
     return nil
 end
 if ARGV[4] == '1' then
     local now = redis.call('time')
     local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    redis.call('zadd', KEYS[2], 'NX', ms + tonumber(ARGV[6]), ARGV[3])
+    if member ~= ARGV[3] and not redis.call('zscore', KEYS[2], member) then
+        member = ARGV[9]
+        fresh = 1
+    end
+    redis.call('zadd', KEYS[2], 'NX', ms + tonumber(ARGV[6]), member)
     redis.call('pexpire', KEYS[2], ARGV[6])
 end
 local ttl = redis.call('pttl', KEYS[1])
@@ -47,6 +72,10 @@ if reserved then
     ttl = redis.call('pttl', KEYS[3])
 end
 if ttl < 0 then
-    return tonumber(ARGV[7])
+    ttl = tonumber(ARGV[7])
 end
-return math.min(ttl, tonumber(ARGV[7]))
+ttl = math.min(ttl, tonumber(ARGV[7]))
+if ARGV[8] ~= '' then
+    return {ttl, fresh}
+end
+return ttl

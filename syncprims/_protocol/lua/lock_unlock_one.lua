@@ -17,12 +17,27 @@
 -- ARGV[4] publish command ("PUBLISH" or "SPUBLISH")
 -- ARGV[5] latch TTL, milliseconds
 -- ARGV[6] reservation TTL, milliseconds
+-- KEYS[7] grant marker "syncprims_lock_granted:{name}" (see lock_acquire_one.lua)
+-- ARGV[7] grant channel prefix "syncprims_lock_grant:{name}:" (+ client id)
+-- ARGV[8] "" (an unlock), or the registration of a grant to give back (its waiter had gone):
+--         then the owner's hold is released only while the marker still names that grant
+-- One-hop grant: a waiting registration "g|<lease>|<wait id>|<owner field>" is handed the
+-- lock directly: the grant (the registration) is published on its client's grant channel,
+-- and only when that reaches a subscriber (the client's subscriber connection is alive) is
+-- the owner's hold written, with its lease, and the marker set; no "0" then (the lock is
+-- not free). Otherwise the next registration is tried (3 at most), then as below.
 -- Reply: nil when the owner does not hold the lock, 0 when a reentrant hold was released
 --        (still held), 1 when the lock was released (key deleted, message published).
 --        A retry of the same request returns the first execution's reply.
 local val = redis.call('get', KEYS[3])
 if val ~= false then
     return tonumber(val)
+end
+if ARGV[8] ~= '' then
+    if redis.call('get', KEYS[7]) ~= ARGV[8] then
+        return nil  -- claimed by its waiter meanwhile, or long gone: nothing to give back
+    end
+    redis.call('del', KEYS[7])
 end
 if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
     return nil
@@ -38,14 +53,32 @@ if redis.call('exists', KEYS[4]) == 1 then
     local now = redis.call('time')
     local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     redis.call('zremrangebyscore', KEYS[4], '-inf', ms)
-    local head = redis.call('zrange', KEYS[4], 0, 0)
-    if head[1] then
-        redis.call('zrem', KEYS[4], head[1])
-        redis.call('set', KEYS[6], head[1], 'px', ARGV[6])
-        if redis.call('exists', KEYS[4]) == 1 then
-            -- others wait too: name the one the "0" is for (with none, the "0" alone wakes
-            -- the named client, and the reservation turns away anyone else)
-            redis.call(ARGV[4], KEYS[5], head[1])
+    for _ = 1, 3 do
+        local head = redis.call('zrange', KEYS[4], 0, 0)[1]
+        if not head then
+            break
+        end
+        redis.call('zrem', KEYS[4], head)
+        local lease, field, client = string.match(head, '^g|(%d+)|[^|]+|(([^:]+):.+)$')
+        if not lease then
+            -- a client's registration: reserve the lock for it, name it on the herald
+            redis.call('set', KEYS[6], head, 'px', ARGV[6])
+            if redis.call('exists', KEYS[4]) == 1 then
+                -- others wait too: name the one the "0" is for (with none, the "0" alone
+                -- wakes the named client, and the reservation turns away anyone else)
+                redis.call(ARGV[4], KEYS[5], head)
+            end
+            break
+        end
+        -- pcall: a user whose ACL lacks the grant channels gets no grants, not an error
+        -- after the lock was deleted
+        local heard = redis.pcall(ARGV[4], ARGV[7] .. client, head)
+        if type(heard) == 'number' and heard > 0 then
+            redis.call('hset', KEYS[1], field, 1)
+            redis.call('pexpire', KEYS[1], lease)
+            redis.call('set', KEYS[7], head, 'px', lease)
+            redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+            return 1
         end
     end
 end

@@ -32,10 +32,11 @@ ACL_KEYS = (
     "~redisson_rwlock:{app:*",
     "~redisson_sc:{app:*",
     # RLock's one wake-up per release (syncprims only): waiting clients, the reservation,
-    # and the herald channel (in KEYS too)
+    # and the herald channel (in KEYS too); the one-hop grant's marker
     "~syncprims_lock_waiters:{app:*",
     "~syncprims_lock_next:{app:*",
     "~syncprims_lock_herald:{app:*",
+    "~syncprims_lock_granted:{app:*",
 )
 """Key patterns (``~``) of the ACL user."""
 
@@ -45,6 +46,7 @@ ACL_CHANNELS = (
     "&redisson_sc:{app:*",  # Semaphore, PermitExpirableSemaphore
     "&redisson_countdownlatch__channel__{app:*",  # CountDownLatch (given in ARGV, not KEYS)
     "&syncprims_lock_herald:{app:*",  # RLock: which client a release wakes
+    "&syncprims_lock_grant:{app:*",  # RLock: a client's one-hop grants (given in ARGV)
 )
 """Pub/sub channel patterns (``&``) of the ACL user."""
 

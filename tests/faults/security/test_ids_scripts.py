@@ -68,8 +68,13 @@ def test_owner_ids_are_unguessable(redis_server: RedisServer) -> None:
 
 
 _LUA = resources.files("syncprims._protocol").joinpath("lua")
-# A channel that is not a key: the latch's channel comes in ARGV (as in Redisson).
-_CHANNELS_IN_ARGV = {("latch_ops.lua", "ARGV[4]")}
+# Channels that are not keys: the latch's channel comes in ARGV (as in Redisson); an RLock
+# release's grant goes to the channel of the client it pops from the waiters' registry (a
+# prefix in ARGV, with the lock's hash tag, and the client id read from the registration).
+_CHANNELS_IN_ARGV = {
+    ("latch_ops.lua", "ARGV[4]"),
+    ("lock_unlock_one.lua", "ARGV[7] .. client"),
+}
 _ROOTED = re.compile(r"KEYS\[[^\]]+\](\s*\.\.\s*.+)?$")  # KEYS[i], or KEYS[i] .. suffix
 _DYNAMIC_CODE = re.compile(r"\b(loadstring|load|dofile|require|setfenv|getfenv|_G)\b")
 

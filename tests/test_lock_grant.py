@@ -1,0 +1,268 @@
+"""RLock: the one-hop grant (``Config.lock_grant_handoff``; docs/design.md, "The one-hop grant").
+
+A release hands the lock to the syncprims owner that has waited longest: the release script
+writes that owner's hold and publishes the grant on the owner's client's grant channel, and
+the waiter returns without another script. A grant whose message is lost is claimed by the
+waiter's next attempt; a grant for a wait that has ended is given back; a client whose
+grant channel has no subscriber (it died) is skipped. On every backend, both faces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import syncprims
+from syncprims._core import lock as lock_module
+from syncprims._core.lock import _GrantWait, grant_policy
+from syncprims._embedded import RedisServer
+from syncprims._protocol.names import (
+    lock_grant_marker_name,
+    lock_waiters_name,
+)
+from syncprims.bench.history import Hold, analyse
+from tests.harness import Face, raw_redis, within
+from tests.test_lock_one_wake import _Entry
+
+
+@pytest.fixture
+def raw(url: str) -> Iterator[Any]:
+    client = raw_redis(url)
+    yield client
+    client.close()
+
+
+async def _members(raw: Any, name: str, count: int, timeout: float = 5.0) -> list[str]:
+    """The registrations of waiters for ``name``, once there are ``count``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        members = [m.decode() for m in raw.zrange(lock_waiters_name(name), 0, -1)]
+        if len(members) >= count or time.monotonic() > deadline:
+            return members
+        await asyncio.sleep(0.01)
+
+
+async def _connect(face: Face, url: str) -> Any:
+    """A client whose waits may be granted the lock (no replica acknowledgement to wait for:
+    the test cluster's masters have replicas, and a grant skips ``WAIT``)."""
+    return await face.connect(url, lock_synced_replicas=0)
+
+
+@contextlib.contextmanager
+def _grant_waits() -> Iterator[dict[str, _GrantWait]]:
+    """The process's table of waits that may be granted, restored afterwards."""
+    saved = dict(lock_module._GRANT_WAITS)
+    try:
+        yield lock_module._GRANT_WAITS
+    finally:
+        lock_module._GRANT_WAITS.clear()
+        lock_module._GRANT_WAITS.update(saved)
+
+
+def _field(member: str) -> str:
+    """The owner field a grant registration names (``g|<lease>|<wait id>|<field>``)."""
+    assert member.startswith("g|"), member
+    return member.split("|", 3)[3]
+
+
+async def test_a_release_writes_the_longest_waiting_owners_hold(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    holder_client, first, second = (
+        await _connect(face, url),
+        await _connect(face, url),
+        await _connect(face, url),
+    )
+    holder, a, b = face.actor(), face.actor(), face.actor()
+    await holder(holder_client.get_lock(name).lock)
+    wait_a = asyncio.ensure_future(a(first.get_lock(name).try_lock, wait_time=20))
+    [member_a] = await _members(raw, name, 1)
+    wait_b = asyncio.ensure_future(b(second.get_lock(name).try_lock, wait_time=20))
+    members = await _members(raw, name, 2)
+    assert members[0] == member_a and len(members) == 2
+    await holder(holder_client.get_lock(name).unlock)
+    # The release itself wrote a's hold (one hold, a's lease), before a even woke.
+    assert raw.hgetall(name) == {_field(member_a).encode(): b"1"}
+    assert 29_000 < raw.pttl(name) <= 30_000
+    assert raw.get(lock_grant_marker_name(name)) == member_a.encode()
+    assert await within(10, wait_a)
+    assert await a(first.get_lock(name).get_hold_count) == 1
+    await asyncio.sleep(0.2)
+    assert not wait_b.done()
+    await a(first.get_lock(name).unlock)
+    assert await within(10, wait_b)
+    assert await b(second.get_lock(name).is_held_by_current_thread)
+    await b(second.get_lock(name).unlock)
+    assert raw.exists(name) == 0
+    assert raw.exists(lock_waiters_name(name)) == 0
+
+
+async def test_a_grant_whose_message_was_lost_is_claimed_by_the_next_attempt(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    holder_client, client = await _connect(face, url), await _connect(face, url)
+    holder, waiter = face.actor(), face.actor()
+    await holder(holder_client.get_lock(name).lock, lease_time=60)
+    waiting = asyncio.ensure_future(waiter(client.get_lock(name).try_lock, wait_time=20))
+    [member] = await _members(raw, name, 1)
+    # What a release's grant writes, without its message (lost with a dropped connection).
+    raw.eval(
+        """
+        redis.call('del', KEYS[1])
+        redis.call('zrem', KEYS[2], ARGV[1])
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], 30000)
+        redis.call('set', KEYS[3], ARGV[1], 'px', 30000)
+        """,
+        3, name, lock_waiters_name(name), lock_grant_marker_name(name), member, _field(member),
+    )  # fmt: skip
+    assert await within(10, waiting)  # its next re-check (at most a second) claimed it
+    lock = client.get_lock(name)
+    assert await waiter(lock.get_hold_count) == 1  # counted once
+    assert raw.hgetall(name) == {_field(member).encode(): b"1"}
+    assert raw.exists(lock_grant_marker_name(name)) == 0
+    await waiter(lock.unlock)
+    assert raw.exists(name) == 0
+
+
+async def test_a_grant_for_a_wait_that_ended_is_given_back(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    holder_client, client = await _connect(face, url), await _connect(face, url)
+    holder, waiter = face.actor(), face.actor()
+    await holder(holder_client.get_lock(name).lock)
+    # The wait times out; its client's grant channel stays subscribed a moment (lingering).
+    assert not await waiter(client.get_lock(name).try_lock, wait_time=0.3)
+    assert raw.zcard(lock_waiters_name(name)) == 0  # it left the registry
+    # A registration of that client that no wait of it has (as if the wait ended just after
+    # a release popped it).
+    gone = f"g|30000|0.0|{client.id}:424242"
+    raw.zadd(lock_waiters_name(name), {gone: int(time.time() * 1000) + 10_000})
+    await holder(holder_client.get_lock(name).unlock)
+    deadline = time.monotonic() + 10
+    while raw.exists(name) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert raw.exists(name) == 0  # granted, then given back by the client
+    assert raw.exists(lock_grant_marker_name(name)) == 0
+    assert await waiter(client.get_lock(name).try_lock)
+
+
+async def test_a_client_without_a_subscriber_is_skipped(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    holder_client, client = await _connect(face, url), await _connect(face, url)
+    holder, waiter = face.actor(), face.actor()
+    await holder(holder_client.get_lock(name).lock)
+    waiting = asyncio.ensure_future(waiter(client.get_lock(name).try_lock, wait_time=20))
+    [member] = await _members(raw, name, 1)
+    dead = "g|30000|0.0|dead-client:1"  # a process that died: nobody subscribes for it
+    # first in line: an earlier expiry than the waiter's (registered under 5 s ago + 10 s)
+    raw.zadd(lock_waiters_name(name), {dead: int(time.time() * 1000) + 5_000})
+    await holder(holder_client.get_lock(name).unlock)
+    assert raw.hgetall(name) == {_field(member).encode(): b"1"}
+    assert await within(10, waiting)
+    assert raw.zcard(lock_waiters_name(name)) == 0
+    await waiter(client.get_lock(name).unlock)
+
+
+async def test_grants_off_or_a_short_lease_register_the_client(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    holder_client = await face.connect(url)
+    off = await face.connect(url, lock_grant_handoff=False)
+    on = await _connect(face, url)
+    holder, a, b = face.actor(), face.actor(), face.actor()
+    await holder(holder_client.get_lock(name).lock)
+    wait_a = asyncio.ensure_future(a(off.get_lock(name).try_lock, wait_time=20))
+    await _members(raw, name, 1)
+    wait_b = asyncio.ensure_future(  # an explicit lease under 5 s is not granted
+        b(on.get_lock(name).try_lock, wait_time=20, lease_time=2)
+    )
+    members = await _members(raw, name, 2)
+    assert members == [off.id, on.id]
+    await holder(holder_client.get_lock(name).unlock)
+    assert await within(10, wait_a)
+    await a(off.get_lock(name).unlock)
+    assert await within(10, wait_b)
+    await b(on.get_lock(name).unlock)
+
+
+def test_waits_that_end_while_grants_are_in_flight_keep_exclusion(
+    redis_server: RedisServer,
+) -> None:
+    """Many short waits end while releases grant them the lock: every grant is either taken
+    or given back. Exclusion holds, every update is kept, and the lock ends free."""
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    url = redis_server.url
+    raw = redis.Redis.from_url(url)
+    clients = [syncprims.connect(url, lock_synced_replicas=0) for _ in range(4)]
+    holds: list[Hold] = []
+    record = threading.Lock()
+    timeouts = [0]
+
+    def run(worker: int, thread: int) -> None:
+        lock = clients[worker].get_lock(name)
+        rng = random.Random(worker * 10 + thread)
+        stop = time.monotonic() + 4
+        while time.monotonic() < stop:
+            if not lock.try_lock(wait_time=rng.choice([0.001, 0.003, 0.01, 0.03, 1.0])):
+                with record:
+                    timeouts[0] += 1
+                continue
+            acquired = time.monotonic_ns()
+            raw.set(f"{name}:n", int(raw.get(f"{name}:n") or 0) + 1)
+            released = time.monotonic_ns()
+            lock.unlock()
+            with record:
+                holds.append(Hold(worker, thread, acquired, released))
+
+    threads = [
+        threading.Thread(target=run, args=(w, t), daemon=True) for w in range(4) for t in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    try:
+        overlaps, _ = analyse(holds)
+        assert overlaps == 0
+        assert int(raw.get(f"{name}:n") or 0) == len(holds) > 100
+        assert timeouts[0] > 10  # waits did end early (and some of them while granted)
+        deadline = time.monotonic() + 5  # grants still in flight are given back
+        while raw.exists(name) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert raw.exists(name) == 0
+    finally:
+        for client in clients:
+            client.shutdown()
+        raw.close()
+
+
+def test_the_grant_rule() -> None:
+    table: dict[str, _Entry] = {}
+    lock, grants = _Entry(table, "lock"), _Entry(table, "grant")
+    given_back: list[str] = []
+    rule = grant_policy("lock", given_back.append)
+    wait = _GrantWait(30_000, "client:1")
+    wait.floor = 12.5
+    with _grant_waits() as waits:
+        waits[wait.member] = wait
+        rule(grants, wait.member.encode())
+        assert wait.granted == wait.member and wait.since == 12.5
+        assert lock.woken == 100 and given_back == []  # the lock channel's waiters woke
+        rule(grants, b"g|30000|0.0|client:2")  # nobody waits for it: given back
+        assert given_back == ["g|30000|0.0|client:2"]
+        wait.claimed = True
+        rule(grants, wait.member.encode())  # taken already (by an attempt): given back
+        assert given_back[-1] == wait.member
+        assert lock.woken == 100
