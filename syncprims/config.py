@@ -174,9 +174,10 @@ class Config:
             that is alive but stopped (a debugger, a long GC pause, a partition) when it is
             granted the lock holds it until its lease runs out (30 s under the watchdog),
             where without grants it costs others 0.1 s. ``False``: a release only wakes that
-            waiter, which then takes the lock with its own script. Only used where no
-            replica must acknowledge an acquisition (``lock_synced_replicas`` 0, or
-            ``"auto"`` on a master without replicas): a grant skips ``WAIT``.
+            waiter, which then takes the lock with its own script. Only for leases of 2 s
+            and more (the watchdog's, by default), and where no replica must acknowledge an
+            acquisition (``lock_synced_replicas`` 0, or ``"auto"`` on a master without
+            replicas): a grant skips ``WAIT``.
     """
 
     lock_watchdog_timeout: float = attrs.field(

@@ -184,8 +184,8 @@ async def test_grants_off_or_a_short_lease_register_the_client(
     await holder(holder_client.get_lock(name).lock)
     wait_a = asyncio.ensure_future(a(off.get_lock(name).try_lock, wait_time=20))
     await _members(raw, name, 1)
-    wait_b = asyncio.ensure_future(  # an explicit lease under 5 s is not granted
-        b(on.get_lock(name).try_lock, wait_time=20, lease_time=2)
+    wait_b = asyncio.ensure_future(  # an explicit lease under 2 s is not granted
+        b(on.get_lock(name).try_lock, wait_time=20, lease_time=1.5)
     )
     members = await _members(raw, name, 2)
     assert members == [off.id, on.id]

@@ -154,7 +154,7 @@ def grant_policy(channel: str, give_back: Callable[[str], None]) -> WakePolicy:
 ONE_WAKE_ENTRY_MS = 10_000  # a waiting client's registration lives this long (NX: not renewed)
 ONE_WAKE_SLICE_MS = 1_000  # a registered waiter attempts (and re-registers) at least this often
 ONE_WAKE_RESERVATION_MS = 100  # a released lock waits this long, at most, for the named client
-GRANT_MIN_LEASE_MS = 5_000  # shorter leases are not granted (see _GrantWait)
+GRANT_MIN_LEASE_MS = 2 * ONE_WAKE_SLICE_MS  # shorter leases are not granted (_GrantWait)
 GRANTED = -3  # an acquire reply: a release granted this wait the lock, and the attempt claimed it
 
 
