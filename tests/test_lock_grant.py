@@ -104,6 +104,7 @@ async def test_a_release_writes_the_longest_waiting_owners_hold(
     await b(second.get_lock(name).unlock)
     assert raw.exists(name) == 0
     assert raw.exists(lock_waiters_name(name)) == 0
+    assert raw.exists(lock_grant_marker_name(name)) == 0  # it ends with the hold
 
 
 async def test_a_grant_whose_message_was_lost_is_claimed_by_the_next_attempt(

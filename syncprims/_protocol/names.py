@@ -135,8 +135,9 @@ def lock_grant_channel_prefix(name: str) -> str:
 
 
 def lock_grant_marker_name(name: str) -> str:
-    """The registration an RLock release granted the lock to, until its waiter claims it
-    (syncprims only): ``syncprims_lock_granted:{name}``."""
+    """The registration an RLock release granted the lock to, while that hold lasts (an
+    attempt that claims the grant, or the hold's release, deletes it; syncprims only):
+    ``syncprims_lock_granted:{name}``."""
     return prefix_name("syncprims_lock_granted", name)
 
 

@@ -10,7 +10,7 @@
 --         time in ms; registered with NX, so the oldest registration comes first)
 -- KEYS[3] reservation "syncprims_lock_next:{name}" (the named client id, a short TTL)
 -- KEYS[4] grant marker "syncprims_lock_granted:{name}": the registration a release granted
---         the lock to (lock_unlock_one.lua), until that waiter claims it
+--         the lock to (lock_unlock_one.lua), while that hold lasts
 -- ARGV[1] lease, milliseconds
 -- ARGV[2] owner field "<client uuid>:<owner id>"
 -- ARGV[3] client id

@@ -49,6 +49,7 @@ if (counter > 0) then
     return 0
 end
 redis.call('del', KEYS[1])
+redis.call('del', KEYS[7])  -- a grant's marker ends with its hold (set again below if granted)
 if redis.call('exists', KEYS[4]) == 1 then
     local now = redis.call('time')
     local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
