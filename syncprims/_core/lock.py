@@ -139,10 +139,10 @@ def grant_policy(channel: str, give_back: Callable[[str], None]) -> WakePolicy:
         member = message.decode()
         with _GRANT_MUTEX:
             wait = _GRANT_WAITS.get(member)
-            live = wait is not None and not wait.claimed and wait.member == member
+            live = wait is not None and not wait.claimed and member in (wait.member, wait.next)
             if wait is not None and live:
                 wait.granted = member
-                wait.since = wait.floor
+                wait.since = wait.next_sent if member == wait.next else wait.floor
         if live:
             waiters.wake_paired(channel)
         else:
@@ -170,11 +170,12 @@ class _GrantWait:
 
     When the lease started: Redis wrote it after the member was registered and after every
     attempt that found the member still registered, so ``floor``, the send time of the last
-    such attempt, is never later than the lease's start (the waiter attempts at least every
-    second, so ``floor`` is recent; leases under :data:`GRANT_MIN_LEASE_MS` are not granted,
-    so that this bound is well inside the lease). An attempt that finds its member gone (a
-    release popped it, or it expired) registers a new one: a grant to the old member is then
-    over (its marker was replaced) and is never claimed, only given back.
+    such attempt (for a member registered by the attempt still in flight, ``next``: that
+    attempt's, ``next_sent``), is never later than the lease's start (the waiter attempts at
+    least every second, so ``floor`` is recent; leases under :data:`GRANT_MIN_LEASE_MS` are
+    not granted, so that this bound is well inside the lease). An attempt that finds its
+    member gone (a release popped it, or it expired) registers a new one: a grant to the old
+    member is then over (its marker was replaced) and is never claimed, only given back.
 
     All fields are read and written under :data:`_GRANT_MUTEX` (the rule runs on the
     subscriber's thread).
@@ -188,6 +189,8 @@ class _GrantWait:
         "ids",
         "member",
         "members",
+        "next",
+        "next_sent",
         "prefix",
         "since",
     )
@@ -197,7 +200,9 @@ class _GrantWait:
         self.field = field
         self.ids = itertools.count()
         self.member = self.next_member()  # not registered until the first attempt
-        self.members = [self.member]  # every member it used (each maps to it while it runs)
+        self.next = ""  # the member an attempt in flight may register instead of ``member``
+        self.next_sent = 0.0  # when that attempt was sent (at the earliest)
+        self.members: list[str] = []  # every member it may have registered (mapped to it)
         self.floor = 0.0
         self.granted: str | None = None  # the member whose grant's message arrived
         self.since = 0.0  # ``floor`` when it arrived
@@ -522,11 +527,11 @@ class LockCore(ExpirableCore):
             grant.claimed = False
             grant.granted = None
             grant.member = grant.next_member()
-            grant.members.append(grant.member)
-            _GRANT_WAITS[grant.member] = grant
 
     def _end_grant_wait(self, grant: _GrantWait) -> None:
         """The wait is over: forget it; a grant it did not take is given back."""
+        if not grant.members:  # never registered (acquired at once, or no wait)
+            return
         with _GRANT_MUTEX:
             for member in grant.members:
                 _GRANT_WAITS.pop(member, None)
@@ -705,12 +710,16 @@ class LockCore(ExpirableCore):
             grant = None
             call = self.acquire_command(field, lease, wait)
         else:
-            with _GRANT_MUTEX:
-                member, floor = grant.member, grant.floor
             fresh = grant.next_member()
             # registered only while the grant channel is confirmed: a grant to a member whose
             # channel is not subscribed yet would find no subscriber and skip it
             waits = "1" if ex.subscribed(self._grant_channel_rule()[0], self.name) else "0"
+            with _GRANT_MUTEX:
+                member, floor = grant.member, grant.floor
+                if waits == "1":  # a grant to either may come before this attempt's reply
+                    grant.next, grant.next_sent = fresh, ex.monotonic()
+                    grant.members += (member, fresh)
+                    _GRANT_WAITS[member] = _GRANT_WAITS[fresh] = grant
             call = self._acquire_one_command(field, lease, waits, "0", member=member, fresh=fresh)
         required = await self._replicas_required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
@@ -749,8 +758,7 @@ class LockCore(ExpirableCore):
                     if grant.granted == member:  # that grant is over (never claimed)
                         grant.granted = None
                     grant.member = fresh
-                    grant.members.append(fresh)
-                    _GRANT_WAITS[fresh] = grant
+                grant.next = ""
                 grant.floor = sent  # registered when this ran: no grant before it
             return int(reply[0])
         ttl = self.reply_ttl(reply)
@@ -947,9 +955,6 @@ class LockCore(ExpirableCore):
         token = object()
         if one_wake:
             self._local_waiters.setdefault(waiting_key, set()).add(token)
-        if grant is not None:
-            with _GRANT_MUTEX:
-                _GRANT_WAITS[grant.member] = grant
         try:
             if grant is None:
                 acquired = await self.wait_for(attempt, field, wait)
