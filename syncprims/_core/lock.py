@@ -492,6 +492,8 @@ class LockCore(ExpirableCore):
     def _take_grant(self, grant: _GrantWait) -> float | None:
         """Claim the grant whose message arrived for ``grant`` (``None``: none): when its
         lease started, at the latest."""
+        if grant.granted is None:  # the usual case, read without the mutex
+            return None
         with _GRANT_MUTEX:
             if grant.granted is None or grant.claimed:
                 return None
@@ -706,13 +708,17 @@ class LockCore(ExpirableCore):
         :class:`_GrantWait`), the attempt keeps the wait registered and may claim a grant.
         """
         ex = self._ex
-        if grant is None or not self._one_wake():
-            grant = None
+        # registered only while the grant channel is confirmed: a grant to a member whose
+        # channel is not subscribed yet would find no subscriber and skip it
+        if grant is not None and not self._one_wake():
+            grant = None  # fell back to Redisson's scripts (ACL)
+        if grant is None:
             call = self.acquire_command(field, lease, wait)
+        elif not grant.members and not ex.subscribed(self._grant_channel_rule()[0], self.name):
+            grant = None  # nothing registered yet, nor now: a single attempt
+            call = self.acquire_command(field, lease, 0.0)
         else:
             fresh = grant.next_member()
-            # registered only while the grant channel is confirmed: a grant to a member whose
-            # channel is not subscribed yet would find no subscriber and skip it
             waits = "1" if ex.subscribed(self._grant_channel_rule()[0], self.name) else "0"
             with _GRANT_MUTEX:
                 member, floor = grant.member, grant.floor
