@@ -942,9 +942,8 @@ class LockCore(ExpirableCore):
         lease, watchdog = self._lease(lease_time)
         self.fresh_field(owner)
         field = self.field(owner)
-        probe = _observe.AcquireProbe(self.kind, self.name, wait)
-
         grant = _GrantWait(lease, field) if await self._grant_eligible(lease, wait) else None
+        probe = _observe.AcquireProbe(self.kind, self.name, wait)
 
         async def attempt() -> int | None:
             if grant is not None:
