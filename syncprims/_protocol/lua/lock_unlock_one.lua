@@ -1,9 +1,10 @@
 -- RLock unlock with one wake-up per release (syncprims; Redisson's layout and message).
 -- lock_unlock.lua; in addition, when the lock is released and a syncprims client waits
 -- (lock_acquire_one.lua registered it), the oldest live one is named on the herald channel
--- (when another one waits too) right before the "0" on Redisson's channel: both messages come from this script, so
--- every subscriber reads them one after the other, and syncprims clients other than the
--- named one let that "0" pass. Redisson's waiters read the "0" as always.
+-- (when another one waits too) right before the "0" on Redisson's channel: both messages
+-- come from this script, so every subscriber reads them one after the other, and syncprims
+-- clients other than the named one let that "0" pass. Redisson's waiters read the "0" as
+-- always.
 -- KEYS[1] lock name
 -- KEYS[2] unlock channel "redisson_lock__channel:{name}"
 -- KEYS[3] unlock latch "redisson_unlock_latch:{name}:<request id>"
@@ -25,7 +26,8 @@
 -- lock directly: the grant (the registration) is published on its client's grant channel,
 -- and only when that reaches a subscriber (the client's subscriber connection is alive) is
 -- the owner's hold written, with its lease, and the marker set; no "0" then (the lock is
--- not free). Otherwise the next registration is tried (3 at most), then as below.
+-- not free). Otherwise the next registration is tried (3 at most); a client's registration
+-- (not an owner's) gets the reservation and the herald as before; then the "0" follows.
 -- Reply: nil when the owner does not hold the lock, 0 when a reentrant hold was released
 --        (still held), 1 when the lock was released (key deleted, message published).
 --        A retry of the same request returns the first execution's reply.
