@@ -243,6 +243,10 @@ def test_waits_that_end_while_grants_are_in_flight_keep_exclusion(
         while raw.exists(name) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert raw.exists(name) == 0
+        ids = {client.id for client in clients}  # every wait's record was dropped
+        assert [
+            m for m in lock_module._GRANT_WAITS if m.split("|", 3)[3].split(":")[0] in ids
+        ] == []
     finally:
         for client in clients:
             client.shutdown()
@@ -267,3 +271,36 @@ def test_the_grant_rule() -> None:
         rule(grants, wait.member.encode())  # taken already (by an attempt): given back
         assert given_back[-1] == wait.member
         assert lock.woken == 100
+
+
+def test_a_long_wait_keeps_one_registration(redis_server: RedisServer) -> None:
+    """Each attempt of a wait re-registers it (at least every second); the process keeps a
+    record of the registration in use only, not of every attempt's."""
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
+    waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0)
+    raw: Any = redis.Redis.from_url(redis_server.url)
+    try:
+        holder.get_lock(name).lock()
+        result: list[bool] = []
+
+        def wait_then_release() -> None:
+            lock = waiter.get_lock(name)
+            result.append(lock.try_lock(wait_time=20))
+            lock.unlock()
+
+        thread = threading.Thread(target=wait_then_release)
+        thread.start()
+        time.sleep(3.5)  # three or four attempts, one a second
+        mine = [m for m in lock_module._GRANT_WAITS if waiter.id in m]
+        assert len(mine) == 1
+        registered: list[bytes] = raw.zrange(lock_waiters_name(name), 0, -1)
+        assert [m.decode() for m in registered] == mine
+        holder.get_lock(name).unlock()
+        thread.join(10)
+        assert result == [True]
+        assert [m for m in lock_module._GRANT_WAITS if waiter.id in m] == []
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+        raw.close()

@@ -202,7 +202,7 @@ class _GrantWait:
         self.member = self.next_member()  # not registered until the first attempt
         self.next = ""  # the member an attempt in flight may register instead of ``member``
         self.next_sent = 0.0  # when that attempt was sent (at the earliest)
-        self.members: list[str] = []  # every member it may have registered (mapped to it)
+        self.members: set[str] = set()  # the members mapped to it (that it may have registered)
         self.floor = 0.0
         self.granted: str | None = None  # the member whose grant's message arrived
         self.since = 0.0  # ``floor`` when it arrived
@@ -724,7 +724,7 @@ class LockCore(ExpirableCore):
                 member, floor = grant.member, grant.floor
                 if waits == "1":  # a grant to either may come before this attempt's reply
                     grant.next, grant.next_sent = fresh, ex.monotonic()
-                    grant.members += (member, fresh)
+                    grant.members.update((member, fresh))
                     _GRANT_WAITS[member] = _GRANT_WAITS[fresh] = grant
             call = self._acquire_one_command(field, lease, waits, "0", member=member, fresh=fresh)
         required = await self._replicas_required()
@@ -760,10 +760,14 @@ class LockCore(ExpirableCore):
             )
         if grant is not None and isinstance(reply, list):  # waits, registered (see the script)
             with _GRANT_MUTEX:
+                unused = fresh
                 if reply[1] == 1:  # ``member`` was gone: registered as ``fresh``
                     if grant.granted == member:  # that grant is over (never claimed)
                         grant.granted = None
-                    grant.member = fresh
+                    grant.member, unused = fresh, member
+                # a message for the member not in use now finds no wait: it is given back
+                grant.members.discard(unused)
+                _GRANT_WAITS.pop(unused, None)
                 grant.next = ""
                 grant.floor = sent  # registered when this ran: no grant before it
             return int(reply[0])
