@@ -38,6 +38,8 @@ from tests.faults.fuzz.helpers import (
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 
+LATE_GRANT_MS = 100  # leases this short may end before the acquire's reply arrives
+
 
 # -- locks: durations -----------------------------------------------------------------------------
 
@@ -96,15 +98,22 @@ def test_lock_durations(drv: Driver, kind: str, data: st.DataObject) -> None:
                 assert await call(lock.get_hold_count) == holds
                 return
             check_accepted(result, f"{method}{args!r}")
-            if method.endswith("_token"):
-                assert result == token + 1
-            else:
-                assert result is (None if method == "lock" else True)
             lease_ms = (
                 round(drv.client.config.lock_watchdog_timeout * 1000)
                 if lease is None
                 else lease_to_ms(lease)
             )
+            if result is False and lease_ms < LATE_GRANT_MS:
+                # A grant whose reply came after its lease ran out is not taken
+                # (docs/guarantees.md): a lease of a few ms can end within one round trip on
+                # a busy machine (found in CI: a 1 ms lease, a reply 1 ms late). Nothing is
+                # held then.
+                assert await call(lock.get_hold_count) == holds
+                return
+            if method.endswith("_token"):
+                assert result == token + 1
+            else:
+                assert result is (None if method == "lock" else True)
             ttl = expected_ttl(kind, lease_ms, held_ttl)
             ttl_now = int(drv.raw.pttl(NAME))
             assert ttl_now <= ttl
