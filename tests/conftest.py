@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer, SentinelSet
-from tests.harness import Face, MakeLock
+from tests.harness import Face, MakeLock, raw_redis
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -107,6 +107,14 @@ def url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def real_url(redis_server: RedisServer) -> str:
     return redis_server.url
+
+
+@pytest.fixture
+def raw(url: str) -> Iterator[Any]:
+    """A plain redis-py client of the test's server, to read and write keys directly."""
+    client = raw_redis(url)
+    yield client
+    client.close()
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,14 +21,7 @@ import redis
 import syncprims
 from syncprims import LockNotHeldError
 from syncprims._embedded import RedisServer
-from tests.harness import Face, raw_pubsub, raw_redis, within
-
-
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
+from tests.harness import Face, raw_pubsub, within
 
 
 def queue_key(name: str) -> str:

@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 
 import syncprims
@@ -30,25 +29,13 @@ from syncprims._protocol.names import (
     lock_waiters_name,
 )
 from syncprims.bench.history import Hold, analyse
-from tests.harness import Face, raw_redis, within
-from tests.test_lock_one_wake import _Entry
+from tests.harness import Face, within
+from tests.test_lock_one_wake import _Entry, _registered
 
 
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
-
-
-async def _members(raw: Any, name: str, count: int, timeout: float = 5.0) -> list[str]:
+async def _members(raw: Any, name: str, count: int) -> list[str]:
     """The registrations of waiters for ``name``, once there are ``count``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        members = [m.decode() for m in raw.zrange(lock_waiters_name(name), 0, -1)]
-        if len(members) >= count or time.monotonic() > deadline:
-            return members
-        await asyncio.sleep(0.01)
+    return [m.decode() for m in await _registered(raw, name, count)]
 
 
 async def _connect(face: Face, url: str) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,14 +30,7 @@ from syncprims._protocol.names import (
     lock_reservation_name,
     lock_waiters_name,
 )
-from tests.harness import Face, raw_redis, within
-
-
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
+from tests.harness import Face, within
 
 
 async def _registered(raw: Any, name: str, count: int, timeout: float = 5.0) -> list[bytes]:

@@ -9,21 +9,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 
 import syncprims
-from tests.harness import Face, RawSubscriber, raw_pubsub, raw_redis, within
-
-
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
+from tests.harness import Face, RawSubscriber, raw_pubsub, within
 
 
 def _next_message(pubsub: RawSubscriber, timeout: float) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,14 +18,7 @@ import redis
 
 import syncprims
 from syncprims import LockNotHeldError
-from tests.harness import Face, raw_pubsub, raw_redis, within
-
-
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
+from tests.harness import Face, raw_pubsub, within
 
 
 async def test_readers_share_and_exclude_writers(face: Face, url: str, name: str) -> None:

@@ -11,21 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from syncprims._core.rwlock import WRITER_INTENT_MS
 from syncprims._protocol.names import rw_writers_name
-from tests.harness import Face, raw_redis, within
-
-
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
+from tests.harness import Face, within
 
 
 async def test_a_waiting_writer_holds_back_new_readers(face: Face, url: str, name: str) -> None:

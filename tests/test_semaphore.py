@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -16,14 +15,7 @@ import redis
 
 import syncprims
 from syncprims import PermitNotHeldError
-from tests.harness import Face, raw_pubsub, raw_redis, within
-
-
-@pytest.fixture
-def raw(url: str) -> Iterator[Any]:
-    client = raw_redis(url)
-    yield client
-    client.close()
+from tests.harness import Face, raw_pubsub, within
 
 
 async def test_permits_are_set_once_added_and_drained(

@@ -504,23 +504,35 @@ class LockCore(ExpirableCore):
         self, field: str, lease: int, watchdog: bool, grant: _GrantWait, since: float
     ) -> int | None:
         """Take a grant whose message arrived; as an attempt's reply (``None``: acquired)."""
-        ex = self._ex
-        if ex.monotonic() - since >= lease / 1000:  # as _attempt's late grant
-            log.warning(
-                "%s: the grant's message came %.3f s after its lease may have started, past "
-                "its %.3f s lease: not taken",
-                self.context("acquiring"),
-                ex.monotonic() - since,
-                lease / 1000,
-            )
-            try:
-                await self._unlock_field(field, lease)
-            except SyncPrimsError as error:  # its lease bounds it
-                log.debug("%s: giving back a late grant failed: %r", self.name, error)
-            self._renew_grant_wait(grant)
+        if await self._gave_back_late(field, lease, since, grant):
             return 0
         self.acquired(field, lease, watchdog, None, since=since)
         return None
+
+    async def _gave_back_late(
+        self, field: str, lease: int, since: float, grant: _GrantWait | None
+    ) -> bool:
+        """Whether a grant whose lease started no earlier than ``since`` (monotonic seconds)
+        came past that lease: then it is given back (the lock may be someone else's by now)
+        and ``grant``'s wait goes on with a new registration. Found by the chaos campaign: a
+        client paused 2.4-3.3 s mid-acquire entered a 2 s lease."""
+        ex = self._ex
+        late = ex.monotonic() - since
+        if late < lease / 1000:
+            return False
+        log.warning(
+            "%s: the grant came %.3f s after it was asked for, past its %.3f s lease: not taken",
+            self.context("acquiring"),
+            late,
+            lease / 1000,
+        )
+        try:
+            await self._unlock_field(field, lease)
+        except SyncPrimsError as error:  # its lease bounds it
+            log.debug("%s: giving back a late grant failed: %r", self.name, error)
+        if grant is not None:
+            self._renew_grant_wait(grant)
+        return True
 
     @staticmethod
     def _renew_grant_wait(grant: _GrantWait) -> None:
@@ -778,24 +790,7 @@ class LockCore(ExpirableCore):
             with _GRANT_MUTEX:
                 grant.claimed = True
             sent = floor  # the grant came after the last attempt that found none
-        if ex.monotonic() - sent >= lease / 1000:
-            # The grant's reply came after the lease it asked for had run out (the process
-            # was paused, or the network held the reply): the lock may be someone else's
-            # by now. Give back what may be left and report it taken (found by the chaos
-            # campaign: a client paused 2.4-3.3 s mid-acquire entered a 2 s lease).
-            log.warning(
-                "%s: the grant came %.3f s after it was asked for, past its %.3f s lease: "
-                "not taken",
-                self.context("acquiring"),
-                ex.monotonic() - sent,
-                lease / 1000,
-            )
-            try:
-                await self._unlock_field(field, lease)
-            except SyncPrimsError as error:  # its lease bounds it
-                log.debug("%s: giving back a late grant failed: %r", self.name, error)
-            if grant is not None:
-                self._renew_grant_wait(grant)
+        if await self._gave_back_late(field, lease, sent, grant):
             return 0
         if required:
             await self._check_replicas(field, lease, required, acknowledged)
