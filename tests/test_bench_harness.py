@@ -73,3 +73,35 @@ def test_run_writes_results_and_evaluates_targets(
     assert by_name["handoff p50 < python-redis-lock"]["holds"] is None  # not measured here
     assert "pairs/s" in sink.getvalue()
     assert targets([]) and all(t["holds"] is None for t in targets([]))
+
+
+@pytest.mark.parametrize("peer", ["raw EVALSHA floor", "raw EVALSHA fan-out x5"])
+def test_the_floors_release_what_they_acquire(redis_server: RedisServer, peer: str) -> None:
+    """A floor does a real unlock each time: a new latch per release, the lock key gone after
+    it (one fixed latch key once turned most of a floor's releases into no-ops)."""
+    import redis as redis_py
+
+    from syncprims.bench.peers import open_peer
+
+    urls = [f"{redis_server.url}/{db}" for db in range(5)]  # 5 databases as 5 masters
+    session = open_peer(peer, urls)
+    admins = [redis_py.Redis.from_url(url) for url in urls[: 5 if "x5" in peer else 1]]
+    name = f"floor-{peer.replace(' ', '-')}"
+    try:
+        lock = session.lock(name)
+        for _ in range(20):
+            lock.acquire()
+            for admin in admins:
+                assert admin.hgetall(name) == {b"floor:1": b"1"}
+            lock.release()
+            for admin in admins:
+                assert admin.exists(name) == 0
+        for admin in admins:
+            latches = list(admin.scan_iter(match=f"redisson_unlock_latch:{{{name}}}:*"))
+            assert len(latches) == 20
+            assert 0 < admin.pttl(latches[0]) <= 13_500
+    finally:
+        session.close()
+        for admin in admins:
+            admin.close()
+
