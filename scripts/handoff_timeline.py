@@ -89,7 +89,6 @@ def main() -> None:
         return statistics.median(values) / 1000
 
     with RedisServer() as server:
-        server.start()
         rows = run("syncprims", server.url, rounds)
         print(f"syncprims RLock, {rounds} handoffs, medians:")
         print(f"  release -> acquired  {us([a - r for r, _, _, a in rows]):6.0f} us")

@@ -131,7 +131,11 @@ class RedisServer:
         return "?"
 
     def start(self, timeout: float = 10.0) -> None:
-        """Start (or restart) the server on its port and wait until it answers."""
+        """Start the server on its port (again, after :meth:`kill` or :meth:`stop`) and wait
+        until it answers; a no-op while it runs (a second process could not bind the port,
+        and this object would lose track of the first)."""
+        if self.process is not None and self.process.poll() is None:
+            return
         command = [
             self.executable,
             *([self.config_file] if self.config_file else []),

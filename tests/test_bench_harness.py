@@ -105,3 +105,20 @@ def test_the_floors_release_what_they_acquire(redis_server: RedisServer, peer: s
         for admin in admins:
             admin.close()
 
+
+def test_an_embedded_server_starts_once() -> None:
+    """``start()`` on a running server keeps that server (a second process could not bind
+    its port, and the first one would be left running after ``stop()``)."""
+    server = RedisServer()
+    try:
+        first = server.process
+        assert first is not None
+        server.start()
+        assert server.process is first and first.poll() is None
+        server.kill()
+        server.start()  # after a kill: a new process on the same port
+        assert server.process is not first
+    finally:
+        server.stop()
+    assert server.process is not None and server.process.poll() is not None
+    assert first.poll() is not None
