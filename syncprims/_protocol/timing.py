@@ -148,6 +148,10 @@ class Bounds:
         connect_timeout: the longest wait to open one connection, seconds.
         retry_attempts: retries after a transport error.
         retry_delay_cap: the longest pause between two attempts, seconds.
+        operation_timeout: the longest one operation can take, seconds, retries included
+            (worked out from the others; see ``_operation_timeout``).
+        unlock_latch_ttl_ms: how long an unlock's idempotency key lives, milliseconds
+            (worked out from the others; see ``_unlock_latch_ttl_ms``).
     """
 
     timeout: float
@@ -155,8 +159,12 @@ class Bounds:
     retry_attempts: int
     retry_delay_cap: float
 
-    @property
-    def operation_timeout(self) -> float:
+    # Worked out once (an unlock reads the latch lifetime on every call).
+    operation_timeout: float = attrs.field(init=False)
+    unlock_latch_ttl_ms: int = attrs.field(init=False)
+
+    @operation_timeout.default
+    def _operation_timeout(self) -> float:
         """The longest one operation can take, seconds, retries included.
 
         Each attempt waits at most ``connect_timeout + timeout``, and at most
@@ -166,8 +174,8 @@ class Bounds:
         per_attempt = self.connect_timeout + self.timeout + self.retry_delay_cap
         return per_attempt * (self.retry_attempts + 1)
 
-    @property
-    def unlock_latch_ttl_ms(self) -> int:
+    @unlock_latch_ttl_ms.default
+    def _unlock_latch_ttl_ms(self) -> int:
         """How long an unlock's idempotency key lives, milliseconds: longer than every retry
         of one unlock call can take (Redisson: ``(timeout + retryDelay) * retryAttempts``),
         and at least :data:`LATE_COPY`, so that a copy of a retried unlock that TCP delivers

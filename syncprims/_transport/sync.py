@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import select
+import socket
 import threading
 import time
 from collections import deque
@@ -53,6 +54,22 @@ log = logging.getLogger("syncprims.transport")
 
 _FAILURES = (redis.exceptions.RedisError, OSError)
 _IDLE_CAP = 8  # connections a server keeps checked out between calls (see checkout())
+
+
+class _Process:
+    """This process's id, kept here: ``os.getpid()`` is a system call, and the kept
+    connections were checked against it on every call (2 of an uncontended pair's syscalls,
+    10 of a RedLock x5 pair's; docs/design.md). Updated in a forked child."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch - POSIX
+    os.register_at_fork(after_in_child=_Process.forked)
 
 
 class SyncServer:
@@ -79,7 +96,7 @@ class SyncServer:
         # ConnectionPool, whose size is not a limit the application waits on.
         self._idle: list[Any] = []
         self._idle_cap = _IDLE_CAP if type(pool) is redis.ConnectionPool else 0
-        self._pid = os.getpid()
+        self._pid = _Process.pid
         self.lane = LateLane(self)  # its thread starts when a fan-out first stops early
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
 
@@ -123,7 +140,7 @@ class SyncServer:
                 conn = self._idle.pop()
             except IndexError:  # another thread took the last one
                 return None
-            if self._pid == os.getpid():
+            if self._pid == _Process.pid:
                 return conn
         return None
 
@@ -140,7 +157,7 @@ class SyncServer:
         self.pool.release(conn)
 
     def _forget(self, conn: Any) -> None:
-        if self._pid != os.getpid():
+        if self._pid != _Process.pid:
             return  # the parent's connection: the pool of this child resets itself
         self.discard(conn)
 
@@ -365,7 +382,7 @@ class SyncServer:
                 conn = self._idle.pop()
             except IndexError:
                 break
-            if self._pid == os.getpid():
+            if self._pid == _Process.pid:
                 self.pool.release(conn)
 
 
@@ -377,8 +394,7 @@ def _stale(conn: Any) -> bool:
     if sock is None:
         return True
     try:
-        pending = getattr(sock, "pending", None)
-        if pending is not None and pending():
+        if _buffered(conn):
             return True
         readable, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):
@@ -540,8 +556,11 @@ def _readable(
 
 
 def _buffered(conn: Any) -> bool:
-    """Whether a TLS socket holds decrypted bytes ``select`` cannot see."""
+    """Whether a TLS socket holds decrypted bytes ``select`` cannot see (a plain socket is
+    told apart by its type first: the fan-out asks this of every connection it waits on)."""
     sock = conn._sock
+    if type(sock) is socket.socket:
+        return False
     pending = getattr(sock, "pending", None)
     return bool(pending()) if pending is not None else False
 
