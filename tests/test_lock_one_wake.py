@@ -309,6 +309,55 @@ def test_a_lingering_subscription_saves_the_attempt_after_subscribing(
         raw.close()
 
 
+@pytest.mark.real
+@pytest.mark.parametrize("lease_time", [None, 1.0], ids=["grant-wait", "one-wake-wait"])
+def test_a_free_lock_costs_one_attempt_and_a_cold_wait_no_more(
+    real_url: str, name: str, lease_time: float | None
+) -> None:
+    """``lock()`` on a free lock is one script and subscribes to nothing (its plain first
+    attempt sets up no wait). A wait with nothing subscribed goes on from that attempt:
+    one more attempt once subscribed, then the wait; no round trip more than without the
+    plain first attempt. The release wakes it (a lost wake-up would wait 30 s)."""
+    raw = redis.Redis.from_url(real_url)
+    holder = syncprims.connect(real_url)
+    waiter = syncprims.connect(real_url, wait_recheck_interval=30)
+    channel = lock_channel(name)
+    try:
+        mine, theirs = holder.get_lock(name), waiter.get_lock(name)
+        for lock in (mine, theirs):  # the scripts are loaded: every call is one EVALSHA
+            lock.lock(lease_time=lease_time)
+            lock.unlock()
+        before = _evalsha_calls(raw)
+        theirs.lock(lease_time=lease_time)
+        assert _evalsha_calls(raw) - before == 1
+        assert raw.pubsub_numsub(channel) == [(channel.encode(), 0)]
+        theirs.unlock()
+
+        mine.lock(lease_time=30)
+        before = _evalsha_calls(raw)
+        got: list[float] = []
+
+        def take() -> None:
+            got.append(_timed(lambda: theirs.lock(lease_time=lease_time)))
+            theirs.unlock()
+
+        t = threading.Thread(target=take)
+        t.start()
+        deadline = time.monotonic() + 10
+        while raw.pubsub_numsub(channel) != [(channel.encode(), 1)]:
+            assert time.monotonic() < deadline, "the waiter never subscribed"
+            time.sleep(0.005)
+        time.sleep(0.3)  # its attempts ran: it waits now
+        assert _evalsha_calls(raw) - before == 2  # the plain attempt, one once subscribed
+        mine.unlock()
+        t.join(10)
+        assert got and got[0] < 5
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+        raw.close()
+
+
 def _evalsha_calls(raw: redis.Redis) -> int:
     stats: dict[str, Any] = raw.info("commandstats")
     return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))

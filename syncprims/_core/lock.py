@@ -440,6 +440,17 @@ class LockCore(ExpirableCore):
     ) -> bool:
         """Acquire with ``attempt`` within ``wait`` seconds, woken by pub/sub (SpinLock polls);
         with :attr:`one_wake`, through the herald of the RLock's one wake-up per release."""
+        return await self._wait_for(attempt, field, wait)
+
+    async def _wait_for(
+        self,
+        attempt: Callable[[], Awaitable[int | None]],
+        field: str,
+        wait: float,
+        first: int | None = None,
+        started: float | None = None,
+    ) -> bool:
+        """:meth:`wait_for`; ``first``/``started``: see :func:`acquire_loop`."""
         one_wake = self._one_wake() and wait > 0
         rules = self._one_wake_rules() if one_wake else None
         return await acquire_loop(
@@ -451,10 +462,17 @@ class LockCore(ExpirableCore):
             on_give_up=self.give_up(field, wait),
             route=self.name,
             herald=rules[1] if rules is not None else None,
+            first=first,
+            started=started,
         )
 
     async def _wait_for_grant(
-        self, attempt: Callable[[], Awaitable[int | None]], wait: float, grant: _GrantWait
+        self,
+        attempt: Callable[[], Awaitable[int | None]],
+        wait: float,
+        grant: _GrantWait,
+        first: int | None = None,
+        started: float | None = None,
     ) -> bool:
         """:meth:`wait_for` for a wait that may be granted the lock: woken by this client's
         grant channel (and by the lock channel's ``0`` as any waiter)."""
@@ -467,6 +485,8 @@ class LockCore(ExpirableCore):
             on_give_up=self._leave_grant_wait(grant),
             route=self.name,
             herald=self._grant_channel_rule(),
+            first=first,
+            started=started,
         )
 
     def _grant_channel_rule(self) -> tuple[str, WakePolicy]:
@@ -941,8 +961,39 @@ class LockCore(ExpirableCore):
         lease, watchdog = self._lease(lease_time)
         self.fresh_field(owner)
         field = self.field(owner)
-        grant = _GrantWait(lease, field) if await self._grant_eligible(lease, wait) else None
-        probe = _observe.AcquireProbe(self.kind, self.name, wait)
+        probe: _observe.AcquireProbe | None = None
+        first: int | None = None  # the reply of a plain first attempt (see below)
+        if wait > 0 and self._one_wake() and not self._ex.subscribed(self.channel, self.name):
+            # No wait of this client on the lock moments ago (its channel would linger):
+            # most likely free. A plain attempt first, without setting up a wait (a grant
+            # wait, the waiters' count, the wait loop: about 10 % of an uncontended pair's
+            # CPU; docs/design.md). Taken, the wait loop starts from its reply; its next
+            # attempt, once subscribed, registers the wait.
+            probe = _observe.AcquireProbe(self.kind, self.name, wait)
+            try:
+                first = await self.attempt(field, lease, watchdog, 0.0)
+            except TransportError as error:
+                if error.maybe_executed:
+                    probe.finish("error")
+                    raise
+                # not sent: the wait loop tries again and rides out the outage
+            except BaseException:
+                probe.finish("error")
+                raise
+            else:
+                if first is None:
+                    self.count_hold(owner, 1)
+                    probe.finish("acquired")
+                    return True
+                probe.busy(first)
+        try:
+            grant = _GrantWait(lease, field) if await self._grant_eligible(lease, wait) else None
+        except BaseException:
+            if probe is not None:
+                probe.finish("error")
+            raise
+        if probe is None:
+            probe = _observe.AcquireProbe(self.kind, self.name, wait)
 
         async def attempt() -> int | None:
             if grant is not None:
@@ -959,11 +1010,14 @@ class LockCore(ExpirableCore):
         token = object()
         if one_wake:
             self._local_waiters.setdefault(waiting_key, set()).add(token)
+        started = probe.started  # the wait counts from the first attempt
         try:
-            if grant is None:
-                acquired = await self.wait_for(attempt, field, wait)
+            if grant is not None:
+                acquired = await self._wait_for_grant(attempt, wait, grant, first, started)
+            elif first is not None:  # the one-wake RLock's own loop went on from it
+                acquired = await self._wait_for(attempt, field, wait, first, started)
             else:
-                acquired = await self._wait_for_grant(attempt, wait, grant)
+                acquired = await self.wait_for(attempt, field, wait)
         except BaseException:
             probe.finish("error")
             raise

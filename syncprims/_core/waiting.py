@@ -82,6 +82,8 @@ async def acquire_loop(
     route: str | None = None,
     on_give_up: Callable[[], Awaitable[None]] | None = None,
     herald: tuple[str, WakePolicy] | None = None,
+    first: int | None = None,
+    started: float | None = None,
 ) -> bool:
     """Acquire with ``attempt`` within ``wait`` seconds (``math.inf``: no limit).
 
@@ -96,11 +98,16 @@ async def acquire_loop(
             is cancelled or interrupted while waiting (a fair lock leaves its queue).
         herald: a second channel and its rule, subscribed for as long as ``channel``: its
             messages leave notes that ``policy`` reads (an RLock's one wake-up per release).
+        first: the reply (a TTL, ms) of an attempt the caller made just before, not
+            subscribed: the loop goes on from it instead of making its own first attempt
+            (the next one comes once subscribed, as always).
+        started: when the wait began (``ex.monotonic()``), if before this call (that first
+            attempt's start): the deadline counts from it.
 
     Returns:
         ``True`` when acquired, ``False`` when ``wait`` ran out.
     """
-    start = ex.monotonic()
+    start = ex.monotonic() if started is None else started
     deadline = start + wait
     outages = 0
 
@@ -122,14 +129,16 @@ async def acquire_loop(
         return ttl
 
     early = await _take_lingering(ex, channel, policy, route, herald) if wait > 0 else None
-    try:
-        ttl = await attempt_or_outage()
-    except BaseException:
-        _drop(ex, early)
-        raise
+    ttl = first
     if ttl is None:
-        _drop(ex, early)
-        return True
+        try:
+            ttl = await attempt_or_outage()
+        except BaseException:
+            _drop(ex, early)
+            raise
+        if ttl is None:
+            _drop(ex, early)
+            return True
     if wait <= 0 or ex.monotonic() >= deadline:
         _drop(ex, early)
         await _give_up(on_give_up)
@@ -154,7 +163,8 @@ async def acquire_loop(
             # after it left a wake-up, so the first attempt's answer stands; otherwise one
             # more attempt now that the subscription is confirmed (a release in between
             # would be missed).
-            attempted = early is not None
+            # (Not so for ``first``: it ran before the subscription was taken.)
+            attempted = early is not None and first is None
             while True:
                 if not attempted:
                     ttl = await attempt_or_outage()
