@@ -659,17 +659,16 @@ class LockCore(ExpirableCore):
 
     def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
         """The unlock script call; its reply: nil (not held), 0 (still held), 1 (released)."""
-        ex = self._ex
+        if self._one_wake():
+            return self._unlock_one_command(field, lease, latch, "")
         args: list[Arg] = [
             UNLOCK_MESSAGE,
             lease,
             field,
             self.publish,
-            ex.bounds.unlock_latch_ttl_ms,
+            self._ex.bounds.unlock_latch_ttl_ms,
         ]
-        if not self._one_wake():
-            return ScriptCall(scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args)
-        return self._unlock_one_command(field, lease, latch, "")
+        return ScriptCall(scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args)
 
     def _unlock_one_command(self, field: str, lease: int, latch: str, give_back: str) -> ScriptCall:
         """``lock_unlock_one.lua``; ``give_back``: the member of a grant to give back."""

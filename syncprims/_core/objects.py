@@ -30,6 +30,7 @@ class ObjectCore:
         if executor.cluster:
             check_cluster_name(self.name)
         self.channel = ""  # set by objects that publish
+        self._contexts: dict[str, str] = {}  # action -> context(action), made once
 
     @property
     def publish(self) -> str:
@@ -40,8 +41,12 @@ class ObjectCore:
         return f"<{self.kind} {self.name!r}>"
 
     def context(self, action: str) -> str:
-        """``"<action> <kind> '<name>'"``, for messages."""
-        return f"{action} {self.kind} {self.name!r}"
+        """``"<action> <kind> '<name>'"``, for messages (every call passes one: made once
+        per action)."""
+        context = self._contexts.get(action)
+        if context is None:
+            context = self._contexts[action] = f"{action} {self.kind} {self.name!r}"
+        return context
 
     def keys(self) -> list[str]:
         """Every Redis key of the object (the name first)."""
