@@ -962,6 +962,7 @@ class LockCore(ExpirableCore):
         field = self.field(owner)
         probe: _observe.AcquireProbe | None = None
         first: int | None = None  # the reply of a plain first attempt (see below)
+        started: float | None = None  # and when it was sent: the wait counts from then
         if wait > 0 and self._one_wake() and not self._ex.subscribed(self.channel, self.name):
             # No wait of this client on the lock moments ago (its channel would linger):
             # most likely free. A plain attempt first, without setting up a wait (a grant
@@ -969,6 +970,7 @@ class LockCore(ExpirableCore):
             # CPU; docs/design.md). Taken, the wait loop starts from its reply; its next
             # attempt, once subscribed, registers the wait.
             probe = _observe.AcquireProbe(self.kind, self.name, wait)
+            started = self._ex.monotonic()
             try:
                 first = await self.attempt(field, lease, watchdog, 0.0)
             except TransportError as error:
@@ -1009,11 +1011,10 @@ class LockCore(ExpirableCore):
         token = object()
         if one_wake:
             self._local_waiters.setdefault(waiting_key, set()).add(token)
-        started = probe.started  # the wait counts from the first attempt
         try:
             if grant is not None:
                 acquired = await self._wait_for_grant(attempt, wait, grant, first, started)
-            elif first is not None:  # the one-wake RLock's own loop went on from it
+            elif started is not None:  # after the plain attempt: the one-wake RLock's loop
                 acquired = await self._wait_for(attempt, field, wait, first, started)
             else:
                 acquired = await self.wait_for(attempt, field, wait)
