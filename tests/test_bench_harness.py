@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+import redis as redis_py
 
 from syncprims._embedded import RedisServer
 from syncprims.bench import run, targets
+from syncprims.bench.peers import open_peer
 from syncprims.bench.scenarios import Row, Settings, contended, handoff, uncontended, watchdog_scale
 
 TINY = Settings(
@@ -79,10 +81,6 @@ def test_run_writes_results_and_evaluates_targets(
 def test_the_floors_release_what_they_acquire(redis_server: RedisServer, peer: str) -> None:
     """A floor does a real unlock each time: a new latch per release, the lock key gone after
     it (one fixed latch key once turned most of a floor's releases into no-ops)."""
-    import redis as redis_py
-
-    from syncprims.bench.peers import open_peer
-
     urls = [f"{redis_server.url}/{db}" for db in range(5)]  # 5 databases as 5 masters
     session = open_peer(peer, urls)
     admins = [redis_py.Redis.from_url(url) for url in urls[: 5 if "x5" in peer else 1]]

@@ -960,7 +960,7 @@ class LockCore(ExpirableCore):
         lease, watchdog = self._lease(lease_time)
         self.fresh_field(owner)
         field = self.field(owner)
-        probe: _observe.AcquireProbe | None = None
+        probe = _observe.AcquireProbe(self.kind, self.name, wait)
         first: int | None = None  # the reply of a plain first attempt (see below)
         started: float | None = None  # and when it was sent: the wait counts from then
         if wait > 0 and self._one_wake() and not self._ex.subscribed(self.channel, self.name):
@@ -969,7 +969,6 @@ class LockCore(ExpirableCore):
             # wait, the waiters' count, the wait loop: about 10 % of an uncontended pair's
             # CPU; docs/design.md). Taken, the wait loop starts from its reply; its next
             # attempt, once subscribed, registers the wait.
-            probe = _observe.AcquireProbe(self.kind, self.name, wait)
             started = self._ex.monotonic()
             try:
                 first = await self.attempt(field, lease, watchdog, 0.0)
@@ -990,11 +989,8 @@ class LockCore(ExpirableCore):
         try:
             grant = _GrantWait(lease, field) if await self._grant_eligible(lease, wait) else None
         except BaseException:
-            if probe is not None:
-                probe.finish("error")
+            probe.finish("error")
             raise
-        if probe is None:
-            probe = _observe.AcquireProbe(self.kind, self.name, wait)
 
         async def attempt() -> int | None:
             if grant is not None:
