@@ -8,6 +8,11 @@ B blocks in ``lock()``, A releases. B's ``lock()`` is timed in three parts from 
 * message -> wake-up: that thread until the waiting thread runs (the thread hop);
 * wake-up -> acquired: the waiter's acquire script and book-keeping until ``lock()`` returns.
 
+Both ways a grant reaches B: the message (``lock_grant_direct=False``), and the direct grant
+(B's waiting thread pops its own list: "message" and "wake-up" are then both the moment its
+``BLPOP`` returned, no hop). A's own ``unlock()`` call (release -> A's call returned) is
+printed too.
+
 Usage: ``.venv/bin/python scripts/handoff_timeline.py [rounds]`` (default 400).
 python-redis-lock's total is printed beside it when it is installed (the ``[bench]`` extra).
 """
@@ -20,19 +25,43 @@ import sys
 import time
 from typing import Any
 
+import syncprims
 from syncprims._embedded import RedisServer
 from syncprims.bench.peers import available, open_peer
 
 NAME = "timeline:handoff"
 
 
-def _waiter(peer: str, url: str, rounds: int, pipe: Any) -> None:
+def _open(peer: str, url: str, direct: bool) -> Any:
+    """The peer's lock as the handoff benchmark builds it (syncprims: grant delivery set)."""
+    if peer != "syncprims":
+        return open_peer(peer, [url]).lock(NAME)
+    lock = syncprims.connect(url, lock_grant_direct=direct).get_lock(NAME)
+
+    class Bench:
+        acquire, release = lock.lock, lock.unlock
+
+    return Bench()
+
+
+def _waiter(peer: str, url: str, rounds: int, direct: bool, pipe: Any) -> None:
+    from syncprims._protocol.contracts import WAKE_TOKEN
     from syncprims._runtime import sync as runtime
     from syncprims._services import pubsub
 
     marks: dict[str, int] = {}
     dispatch = pubsub.SubscriptionTable.dispatch
     wait = runtime.SyncExecutor.wait
+    wait_pushed = runtime.SyncExecutor.wait_pushed
+
+    async def timed_wait_pushed(
+        self: Any, sub: Any, key: str, timeout: float, route: str
+    ) -> bytes | bool:
+        popped = await wait_pushed(self, sub, key, timeout, route)
+        if isinstance(popped, bytes) and popped != WAKE_TOKEN:
+            marks.setdefault("message", time.monotonic_ns())
+            marks.setdefault("wake", marks["message"])
+        return popped
 
     def timed_dispatch(self: Any, reply: Any) -> None:
         if isinstance(reply, list) and reply and reply[0] == b"message":
@@ -46,7 +75,8 @@ def _waiter(peer: str, url: str, rounds: int, pipe: Any) -> None:
 
     pubsub.SubscriptionTable.dispatch = timed_dispatch  # type: ignore[method-assign]
     runtime.SyncExecutor.wait = timed_wait  # type: ignore[method-assign]
-    lock = open_peer(peer, [url]).lock(NAME)  # as the handoff benchmark builds it
+    runtime.SyncExecutor.wait_pushed = timed_wait_pushed  # type: ignore[method-assign]
+    lock = _open(peer, url, direct)
     out = []
     pipe.send("ready")
     for _ in range(rounds):
@@ -59,27 +89,29 @@ def _waiter(peer: str, url: str, rounds: int, pipe: Any) -> None:
     pipe.send(out)
 
 
-def run(peer: str, url: str, rounds: int) -> list[tuple[int, int, int, int]]:
-    """``(released, message, wake, acquired)`` per round, ns."""
+def run(
+    peer: str, url: str, rounds: int, direct: bool = True
+) -> list[tuple[int, int, int, int, int]]:
+    """``(released, returned, message, wake, acquired)`` per round, ns (``returned``: A's
+    unlock call returned)."""
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe()
-    child = ctx.Process(target=_waiter, args=(peer, url, rounds, there), daemon=True)
+    child = ctx.Process(target=_waiter, args=(peer, url, rounds, direct, there), daemon=True)
     child.start()
-    session = open_peer(peer, [url])
-    lock = session.lock(NAME)
+    lock = _open(peer, url, direct)
     here.recv()
-    released = []
+    released, returned = [], []
     for _ in range(rounds):
         lock.acquire()
         here.send("go")
         time.sleep(0.003)  # the waiter is blocked in lock() by now
         released.append(time.monotonic_ns())
         lock.release()
+        returned.append(time.monotonic_ns())
         here.recv()
     marks = here.recv()
     child.join(10)
-    session.close()
-    return [(r, *m) for r, m in zip(released, marks, strict=True)]
+    return [(r, d, *m) for r, d, m in zip(released, returned, marks, strict=True)]
 
 
 def main() -> None:
@@ -89,15 +121,18 @@ def main() -> None:
         return statistics.median(values) / 1000
 
     with RedisServer() as server:
-        rows = run("syncprims", server.url, rounds)
-        print(f"syncprims RLock, {rounds} handoffs, medians:")
-        print(f"  release -> acquired  {us([a - r for r, _, _, a in rows]):6.0f} us")
-        print(f"  release -> message   {us([m - r for r, m, _, _ in rows]):6.0f} us")
-        print(f"  message -> wake-up   {us([w - m for _, m, w, _ in rows]):6.0f} us")
-        print(f"  wake-up -> acquired  {us([a - w for _, _, w, a in rows]):6.0f} us")
+        for direct in (True, False):
+            rows = run("syncprims", server.url, rounds, direct)
+            how = "direct grant (BLPOP)" if direct else "grant message, reader thread"
+            print(f"syncprims RLock, {how}, {rounds} handoffs, medians:")
+            print(f"  release -> acquired  {us([a - r for r, _, _, _, a in rows]):6.0f} us")
+            print(f"  release -> message   {us([m - r for r, _, m, _, _ in rows]):6.0f} us")
+            print(f"  message -> wake-up   {us([w - m for _, _, m, w, _ in rows]):6.0f} us")
+            print(f"  wake-up -> acquired  {us([a - w for _, _, _, w, a in rows]):6.0f} us")
+            print(f"  (A's unlock call     {us([d - r for r, d, _, _, _ in rows]):6.0f} us)")
         if available("python-redis-lock"):
             rows = run("python-redis-lock", server.url, rounds)
-            total = us([a - r for r, _, _, a in rows])
+            total = us([a - r for r, _, _, _, a in rows])
             print(f"python-redis-lock, same server: release -> acquired {total:6.0f} us")
 
 

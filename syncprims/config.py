@@ -50,6 +50,7 @@ class ConnectOptions(TypedDict, total=False):
     lock_synced_replicas: int | Literal["auto"]
     replica_sync_timeout: Duration
     lock_grant_handoff: bool
+    lock_grant_direct: bool
 
 
 def _seconds(value: Duration) -> float:
@@ -178,6 +179,13 @@ class Config:
             and more (the watchdog's, by default), and where no replica must acknowledge an
             acquisition (``lock_synced_replicas`` 0, or ``"auto"`` on a master without
             replicas): a grant skips ``WAIT``.
+        lock_grant_direct: with ``lock_grant_handoff``, in the blocking face: a waiting
+            thread takes its grant from a list of its own (``BLPOP`` on a connection it holds
+            while it waits), which the release pushes the grant to, instead of from a pub/sub
+            message that the client's reader thread reads and passes on (a thread hop; the
+            direct path measured 0.6-0.75x the handoff latency, ``docs/design.md``). Costs a
+            pooled connection per waiting thread. Default ``True``; the asyncio face always
+            takes the message (its reader runs on the waiter's own loop: no hop to save).
     """
 
     lock_watchdog_timeout: float = attrs.field(
@@ -197,6 +205,9 @@ class Config:
     lock_synced_replicas: int | Literal["auto"] = attrs.field(default="auto", validator=_replicas)
     replica_sync_timeout: float = attrs.field(default=1.0, converter=_seconds, validator=_positive)
     lock_grant_handoff: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool)
+    )
+    lock_grant_direct: bool = attrs.field(
         default=True, validator=attrs.validators.instance_of(bool)
     )
 

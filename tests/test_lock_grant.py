@@ -4,7 +4,9 @@ A release hands the lock to the syncprims owner that has waited longest: the rel
 writes that owner's hold and publishes the grant on the owner's client's grant channel, and
 the waiter returns without another script. A grant whose message is lost is claimed by the
 waiter's next attempt; a grant for a wait that has ended is given back; a client whose
-grant channel has no subscriber (it died) is skipped. On every backend, both faces.
+grant channel has no subscriber (it died) is skipped. On every backend, both faces; the
+blocking face both ways: a waiting thread popping its grant from its own list (the direct
+grant, ``Config.lock_grant_direct``, the default) and the reader thread's message.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import redis
 
 import syncprims
@@ -25,7 +28,9 @@ from syncprims._core import lock as lock_module
 from syncprims._core.lock import _GrantWait, grant_policy
 from syncprims._embedded import RedisServer
 from syncprims._protocol.names import (
+    lock_channel,
     lock_grant_marker_name,
+    lock_handoff_list_prefix,
     lock_waiters_name,
 )
 from syncprims.bench.history import Hold, analyse
@@ -38,10 +43,37 @@ async def _members(raw: Any, name: str, count: int) -> list[str]:
     return [m.decode() for m in await _registered(raw, name, count)]
 
 
-async def _connect(face: Face, url: str) -> Any:
+@pytest.fixture(params=["direct", "message"])
+def delivery(request: pytest.FixtureRequest, face: Face) -> str:
+    """How a grant reaches its waiter: popped by the waiting thread from its own list, or
+    a pub/sub message (the asyncio face's only way)."""
+    mode: str = request.param
+    if face.is_async and mode == "direct":
+        pytest.skip("the asyncio face takes the grant's message (no direct grant)")
+    return mode
+
+
+_DELIVERY = "message"  # set by the autouse fixture below for the test running now
+
+
+@pytest.fixture(autouse=True)
+def _delivery_for_connect(request: pytest.FixtureRequest) -> Iterator[None]:
+    global _DELIVERY
+    if "delivery" in request.fixturenames:
+        _DELIVERY = request.getfixturevalue("delivery")
+    try:
+        yield
+    finally:
+        _DELIVERY = "message"
+
+
+async def _connect(face: Face, url: str, **options: Any) -> Any:
     """A client whose waits may be granted the lock (no replica acknowledgement to wait for:
-    the test cluster's masters have replicas, and a grant skips ``WAIT``)."""
-    return await face.connect(url, lock_synced_replicas=0)
+    the test cluster's masters have replicas, and a grant skips ``WAIT``), delivered as the
+    test's ``delivery`` says."""
+    return await face.connect(
+        url, lock_synced_replicas=0, lock_grant_direct=_DELIVERY == "direct", **options
+    )
 
 
 @contextlib.contextmanager
@@ -56,13 +88,19 @@ def _grant_waits() -> Iterator[dict[str, _GrantWait]]:
 
 
 def _field(member: str) -> str:
-    """The owner field a grant registration names (``g|<lease>|<wait id>|<field>``)."""
-    assert member.startswith("g|"), member
+    """The owner field a grant registration names (``g|<lease>|<wait id>|<field>``, ``b|``
+    for a direct one)."""
+    assert member.startswith(("g|", "b|")), member
     return member.split("|", 3)[3]
 
 
+def _kind(face: Face) -> str:
+    """The registration prefix of the test's grant waits."""
+    return "b" if _DELIVERY == "direct" and not face.is_async else "g"
+
+
 async def test_a_release_writes_the_longest_waiting_owners_hold(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, url: str, name: str, raw: Any, delivery: str
 ) -> None:
     holder_client, first, second = (
         await _connect(face, url),
@@ -76,6 +114,7 @@ async def test_a_release_writes_the_longest_waiting_owners_hold(
     wait_b = asyncio.ensure_future(b(second.get_lock(name).try_lock, wait_time=20))
     members = await _members(raw, name, 2)
     assert members[0] == member_a and len(members) == 2
+    assert member_a.startswith(_kind(face) + "|")
     await holder(holder_client.get_lock(name).unlock)
     # The release itself wrote a's hold (one hold, a's lease), before a even woke.
     assert raw.hgetall(name) == {_field(member_a).encode(): b"1"}
@@ -95,7 +134,7 @@ async def test_a_release_writes_the_longest_waiting_owners_hold(
 
 
 async def test_a_grant_whose_message_was_lost_is_claimed_by_the_next_attempt(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, url: str, name: str, raw: Any, delivery: str
 ) -> None:
     holder_client, client = await _connect(face, url), await _connect(face, url)
     holder, waiter = face.actor(), face.actor()
@@ -123,7 +162,7 @@ async def test_a_grant_whose_message_was_lost_is_claimed_by_the_next_attempt(
 
 
 async def test_a_grant_for_a_wait_that_ended_is_given_back(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, url: str, name: str, raw: Any, delivery: str
 ) -> None:
     holder_client, client = await _connect(face, url), await _connect(face, url)
     holder, waiter = face.actor(), face.actor()
@@ -145,14 +184,15 @@ async def test_a_grant_for_a_wait_that_ended_is_given_back(
 
 
 async def test_a_client_without_a_subscriber_is_skipped(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, url: str, name: str, raw: Any, delivery: str
 ) -> None:
     holder_client, client = await _connect(face, url), await _connect(face, url)
     holder, waiter = face.actor(), face.actor()
     await holder(holder_client.get_lock(name).lock)
     waiting = asyncio.ensure_future(waiter(client.get_lock(name).try_lock, wait_time=20))
     [member] = await _members(raw, name, 1)
-    dead = "g|30000|0.0|dead-client:1"  # a process that died: nobody subscribes for it
+    # a process that died: nobody subscribes for it
+    dead = f"{_kind(face)}|30000|0.0|dead-client:1"
     # first in line: an earlier expiry than the waiter's (registered under 5 s ago + 10 s)
     raw.zadd(lock_waiters_name(name), {dead: int(time.time() * 1000) + 5_000})
     await holder(holder_client.get_lock(name).unlock)
@@ -163,10 +203,10 @@ async def test_a_client_without_a_subscriber_is_skipped(
 
 
 async def test_grants_off_or_a_short_lease_register_the_client(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, url: str, name: str, raw: Any, delivery: str
 ) -> None:
     holder_client = await face.connect(url)
-    off = await face.connect(url, lock_grant_handoff=False)
+    off = await _connect(face, url, lock_grant_handoff=False)
     on = await _connect(face, url)
     holder, a, b = face.actor(), face.actor(), face.actor()
     await holder(holder_client.get_lock(name).lock)
@@ -291,3 +331,129 @@ def test_a_long_wait_keeps_one_registration(redis_server: RedisServer) -> None:
         holder.shutdown()
         waiter.shutdown()
         raw.close()
+
+
+def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release popped the direct wait's registration and wrote its hold after the wait's
+    last attempt, as the wait gave up. No message tells the reader: the wait's own leave
+    finds its registration gone and gives the grant back."""
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
+    waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0)
+    raw: Any = redis.Redis.from_url(redis_server.url)
+    leave = lock_module.LockCore._leave_registry
+
+    async def granted_first(self: Any, member: str, direct: bool) -> None:
+        assert direct and member.startswith("b|")
+        raw.eval(  # the release's grant, between the last attempt and the leave
+            """
+            redis.call('del', KEYS[1])
+            redis.call('zrem', KEYS[2], ARGV[1])
+            redis.call('hset', KEYS[1], ARGV[2], 1)
+            redis.call('pexpire', KEYS[1], 30000)
+            redis.call('set', KEYS[3], ARGV[1], 'px', 30000)
+            """,
+            3, name, lock_waiters_name(name), lock_grant_marker_name(name), member,
+            _field(member),
+        )  # fmt: skip
+        await leave(self, member, direct)
+
+    monkeypatch.setattr(lock_module.LockCore, "_leave_registry", granted_first)
+    try:
+        holder.get_lock(name).lock(lease_time=60)
+        assert not waiter.get_lock(name).try_lock(wait_time=0.3)
+        assert raw.exists(name) == 0  # given back
+        assert raw.exists(lock_grant_marker_name(name)) == 0
+        assert raw.zcard(lock_waiters_name(name)) == 0
+        assert holder.get_lock(name).try_lock()
+        holder.get_lock(name).unlock()
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+        raw.close()
+
+
+def test_a_release_that_grants_nobody_wakes_a_direct_waiter(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread popping its grant list is still woken by the lock channel's "0" (here a
+    Redisson client's release): the wake-up pushes a token on its list. Re-checks are a
+    minute apart in this test, so only the wake-up can end the wait within 10 s."""
+    monkeypatch.setattr(lock_module, "ONE_WAKE_SLICE_MS", 60_000)
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0, wait_recheck_interval=60)
+    raw: Any = redis.Redis.from_url(redis_server.url)
+    try:
+        raw.hset(name, "redisson-client:1", 1)  # Redisson's hold
+        raw.pexpire(name, 60_000)
+        result: list[bool] = []
+        thread = threading.Thread(
+            target=lambda: result.append(waiter.get_lock(name).try_lock(wait_time=30))
+        )
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not raw.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        [member] = [m.decode() for m in raw.zrange(lock_waiters_name(name), 0, -1)]
+        assert member.startswith("b|")
+        time.sleep(0.2)  # blocked in its pop by now (or about to be: a permit is kept)
+        raw.delete(name)  # Redisson's unlock: delete, then "0" on the lock channel
+        raw.publish(lock_channel(name), 0)
+        thread.join(10)
+        assert result == [True]
+        assert raw.hgetall(name) == {_field(member).encode(): b"1"}
+        assert waiter.get_lock(name).force_unlock()  # held by the finished thread
+        # the token's list does not outlive its wait for long (a lifetime on every push)
+        wait_id = member.split("|")[2].split(".")[0]
+        key = f"{lock_handoff_list_prefix(name)}{wait_id}|{_field(member)}"
+        assert raw.pttl(key) in (-2, *range(1, 10_001))
+    finally:
+        waiter.shutdown()
+        raw.close()
+
+
+def test_a_user_who_may_not_pop_gets_grants_by_message(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ACL without ``+blpop`` (written before the direct grant): the waiter's first pop is
+    refused (nothing ran), it waits on its subscription instead and claims its grant there;
+    its client's later waits take grants by message."""
+    admin: Any = redis.Redis.from_url(redis_server.url)
+    admin.acl_setuser(
+        "no-pop", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+        commands=["+@all", "-blpop"],
+    )  # fmt: skip
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    url = f"redis://no-pop:pw@127.0.0.1:{redis_server.port}"
+    holder = syncprims.connect(url, lock_synced_replicas=0)
+    waiter = syncprims.connect(url, lock_synced_replicas=0)
+    try:
+        for kind in ("b", "g"):  # refused once; by message from then on
+            holder.get_lock(name).lock()
+            result: list[bool] = []
+
+            def wait(result: list[bool]) -> None:
+                lock = waiter.get_lock(name)
+                result.append(lock.try_lock(wait_time=20))
+                lock.unlock()
+
+            thread = threading.Thread(target=wait, args=(result,))
+            thread.start()
+            deadline = time.monotonic() + 10
+            while not admin.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            [member] = [m.decode() for m in admin.zrange(lock_waiters_name(name), 0, -1)]
+            assert member.startswith(kind + "|")
+            time.sleep(0.1)
+            holder.get_lock(name).unlock()
+            thread.join(10)
+            assert result == [True]
+        assert "may not pop the grant lists" in caplog.text
+        assert admin.exists(name) == 0
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+        admin.acl_deluser("no-pop")
+        admin.close()

@@ -50,11 +50,13 @@ from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import (
     PENDING,
+    WAKE_TOKEN,
     Arg,
     Call,
     Executor,
     RenewalKind,
     ScriptCall,
+    Subscription,
     Wakeable,
     WakePolicy,
 )
@@ -64,6 +66,7 @@ from syncprims._protocol.names import (
     lock_channel,
     lock_grant_channel_prefix,
     lock_grant_marker_name,
+    lock_handoff_list_prefix,
     lock_herald_channel,
     lock_reservation_name,
     lock_waiters_name,
@@ -137,18 +140,24 @@ def grant_policy(channel: str, give_back: Callable[[str], None]) -> WakePolicy:
 
     def policy(waiters: Wakeable, message: bytes) -> None:
         member = message.decode()
-        with _GRANT_MUTEX:
-            wait = _GRANT_WAITS.get(member)
-            live = wait is not None and not wait.claimed and member in (wait.member, wait.next)
-            if wait is not None and live:
-                wait.granted = member
-                wait.since = wait.next_sent if member == wait.next else wait.floor
-        if live:
+        if _record_grant(member):
             waiters.wake_paired(channel)
         else:
             give_back(member)
 
     return policy
+
+
+def _record_grant(member: str) -> bool:
+    """Record the grant to ``member`` on its wait (its message, or its direct push, came);
+    ``False`` when no wait takes it any more (it is to be given back)."""
+    with _GRANT_MUTEX:
+        wait = _GRANT_WAITS.get(member)
+        live = wait is not None and not wait.claimed and member in (wait.member, wait.next)
+        if wait is not None and live:
+            wait.granted = member
+            wait.since = wait.next_sent if member == wait.next else wait.floor
+    return live
 
 
 ONE_WAKE_ENTRY_MS = 10_000  # a waiting client's registration lives this long (NX: not renewed)
@@ -168,6 +177,13 @@ class _GrantWait:
     here and wakes the waiter, which then returns without a script. An attempt that finds
     the marker naming its member claims the grant instead (the message was lost, or is late).
 
+    A ``direct`` wait (the blocking face, ``Config.lock_grant_direct``) is registered as
+    ``b|...``: the release checks that the client's grant channel has a subscriber (``PUBSUB
+    NUMSUB``) and pushes ``member`` on the wait's own list, ``key``, which the waiting thread
+    pops (``BLPOP``) instead of waiting for the reader thread: no thread hop. No message
+    reaches the reader, so a direct wait that gives up removes its registration itself and
+    gives back a grant made meanwhile (:meth:`LockCore._leave_grant_wait`).
+
     When the lease started: Redis wrote it after the member was registered and after every
     attempt that found the member still registered, so ``floor``, the send time of the last
     such attempt (for a member registered by the attempt still in flight, ``next``: that
@@ -183,10 +199,12 @@ class _GrantWait:
 
     __slots__ = (
         "claimed",
+        "direct",
         "field",
         "floor",
         "granted",
         "ids",
+        "key",
         "member",
         "members",
         "next",
@@ -195,8 +213,11 @@ class _GrantWait:
         "since",
     )
 
-    def __init__(self, lease: int, field: str) -> None:
-        self.prefix = f"g|{lease}|{next(_WAIT_IDS)}."
+    def __init__(self, lease: int, field: str, direct_prefix: str | None = None) -> None:
+        wait_id = next(_WAIT_IDS)
+        self.direct = direct_prefix is not None
+        self.prefix = f"{'b' if self.direct else 'g'}|{lease}|{wait_id}."
+        self.key = f"{direct_prefix}{wait_id}|{field}" if direct_prefix is not None else ""
         self.field = field
         self.ids = itertools.count()
         self.member = self.next_member()  # not registered until the first attempt
@@ -318,6 +339,7 @@ class LockCore(ExpirableCore):
         self.reservation = lock_reservation_name(self.name)
         self.grant_marker = lock_grant_marker_name(self.name)
         self._grant_prefix = lock_grant_channel_prefix(self.name)
+        self._handoff_prefix = lock_handoff_list_prefix(self.name)
         self._rules: tuple[WakePolicy, tuple[str, WakePolicy]] | None = None
         self._grant_rules: tuple[str, tuple[str, WakePolicy]] | None = None
         # owner field -> lease (ms) of that owner's last acquire, re-armed by a partial unlock
@@ -475,7 +497,19 @@ class LockCore(ExpirableCore):
         started: float | None = None,
     ) -> bool:
         """:meth:`wait_for` for a wait that may be granted the lock: woken by this client's
-        grant channel (and by the lock channel's ``0`` as any waiter)."""
+        grant channel (and by the lock channel's ``0`` as any waiter); a direct wait pops its
+        grant from its own list instead (:class:`_GrantWait`)."""
+        block = None
+        if grant.direct:
+            ex = self._ex
+
+            async def block(sub: Subscription, pause: float) -> None:
+                popped = await ex.wait_pushed(sub, grant.key, pause, self.name)
+                if isinstance(popped, bytes) and popped != WAKE_TOKEN:
+                    member = popped.decode()
+                    if not _record_grant(member):
+                        self._give_back_later(member)
+
         return await acquire_loop(
             self._ex,
             attempt,
@@ -487,6 +521,7 @@ class LockCore(ExpirableCore):
             herald=self._grant_channel_rule(),
             first=first,
             started=started,
+            block=block,
         )
 
     def _grant_channel_rule(self) -> tuple[str, WakePolicy]:
@@ -581,17 +616,50 @@ class LockCore(ExpirableCore):
             with _GRANT_MUTEX:
                 member = grant.member
             try:
-                await self._ex.command(
-                    "ZREM",
-                    self.waiters,
-                    member,
-                    context=self.context("giving up the wait for"),
-                    route=self.name,
-                )
-            except ServerReplyError as error:  # the entry expires by itself
-                log.debug("%s: leaving the waiters' registry failed: %s", self.name, error)
+                await self._leave_registry(member, grant.direct)
+            except TransportError:
+                if not grant.direct:
+                    raise
+                # a grant to it would reach nobody: try again in the background, until
+                # the registration has expired (its lifetime)
+                self._ex.background(lambda: self._leave_later(member))
+                raise
 
         return leave
+
+    async def _leave_registry(self, member: str, direct: bool) -> None:
+        """Remove a grant wait's registration; for a direct one already popped (by a
+        release, whose grant no message announces), give that grant back."""
+        try:
+            removed = await self._ex.command(
+                "ZREM",
+                self.waiters,
+                member,
+                context=self.context("giving up the wait for"),
+                route=self.name,
+            )
+        except ServerReplyError as error:  # the entry expires by itself
+            log.debug("%s: leaving the waiters' registry failed: %s", self.name, error)
+            return
+        if direct and removed == 0:  # popped by a grant (or expired): give it back
+            await self._give_back(member)
+
+    async def _leave_later(self, member: str) -> None:
+        """:meth:`_leave_registry` of a direct wait, retried until it succeeds or the
+        registration has expired (background, after Redis failed the waiter's own try)."""
+        ex = self._ex
+        end = ex.monotonic() + ONE_WAKE_ENTRY_MS / 1000
+        attempt = 0
+        while True:
+            await ex.sleep(ex.retry_delay(min(attempt, 10)))
+            attempt += 1
+            try:
+                await self._leave_registry(member, True)
+                return
+            except TransportError as error:
+                if ex.monotonic() >= end:
+                    log.warning("%s: leaving a direct grant wait failed: %r", self.name, error)
+                    return
 
     def _give_back_later(self, member: str) -> None:
         """Release, in the background, the grant to ``member`` if no attempt claimed it
@@ -682,6 +750,7 @@ class LockCore(ExpirableCore):
                 self.herald,
                 self.reservation,
                 self.grant_marker,
+                self._handoff_prefix,
             ],
             [
                 UNLOCK_MESSAGE,
@@ -987,7 +1056,11 @@ class LockCore(ExpirableCore):
                     return True
                 probe.busy(first)
         try:
-            grant = _GrantWait(lease, field) if await self._grant_eligible(lease, wait) else None
+            grant = (
+                _GrantWait(lease, field, self._handoff_prefix if self._ex.pops_grants else None)
+                if await self._grant_eligible(lease, wait)
+                else None
+            )
         except BaseException:
             probe.finish("error")
             raise

@@ -84,6 +84,7 @@ async def acquire_loop(
     herald: tuple[str, WakePolicy] | None = None,
     first: int | None = None,
     started: float | None = None,
+    block: Callable[[Subscription, float], Awaitable[None]] | None = None,
 ) -> bool:
     """Acquire with ``attempt`` within ``wait`` seconds (``math.inf``: no limit).
 
@@ -103,6 +104,9 @@ async def acquire_loop(
             (the next one comes once subscribed, as always).
         started: when the wait began (``ex.monotonic()``), if before this call (that first
             attempt's start): the deadline counts from it.
+        block: waits between attempts, at most the given seconds (> 0), in place of
+            ``ex.wait`` on ``channel``'s subscription (an RLock's direct grant pops a list);
+            not while Redis is unreachable (``ex.wait`` then paces the retries).
 
     Returns:
         ``True`` when acquired, ``False`` when ``wait`` ran out.
@@ -183,7 +187,10 @@ async def acquire_loop(
                 elif ttl == 0:  # free, but not ours yet (a fair lock's head waiter is taking it)
                     pause = min(pause, backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF)
-                await ex.wait(sub, pause)
+                if block is not None and ttl != OUTAGE:
+                    await block(sub, pause)
+                else:
+                    await ex.wait(sub, pause)
         except BaseException:
             await _give_up(on_give_up, quietly=True)
             raise

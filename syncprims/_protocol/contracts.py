@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Call",
     "PENDING",
+    "PUSHED_TTL_MS",
     "Enough",
     "Executor",
     "HoldLostCallback",
@@ -39,6 +40,7 @@ __all__ = [
     "ScriptCall",
     "Settings",
     "Subscription",
+    "WAKE_TOKEN",
     "WakePolicy",
     "Wakeable",
 ]
@@ -226,6 +228,16 @@ class Settings(Protocol):
     def lock_grant_handoff(self) -> bool:
         """Whether an RLock release may hand the lock straight to a waiting owner."""
 
+    @property
+    def lock_grant_direct(self) -> bool:
+        """Whether a granted waiter of the blocking face takes its grant from a list."""
+
+
+WAKE_TOKEN = b"w"
+"""What a wake-up pushes on a waiter's grant list (``Executor.wait_pushed``): not a grant."""
+PUSHED_TTL_MS = 10_000
+"""Lifetime of a waiter's grant list after a push, ms (a token nobody popped goes with it)."""
+
 
 class Executor(Protocol):
     """Operations every core object may await. One executor per client.
@@ -348,6 +360,27 @@ class Executor(Protocol):
 
     async def wait(self, sub: Subscription, timeout: float | None) -> bool:
         """Wait for a wake-up on the subscription; ``False`` after ``timeout`` seconds."""
+
+    @property
+    def pops_grants(self) -> bool:
+        """Whether :meth:`wait_pushed` blocks on the list itself (the blocking face, with
+        ``Config.lock_grant_direct``); otherwise it is :meth:`wait`."""
+
+    async def wait_pushed(
+        self, sub: Subscription, key: str, timeout: float, route: str
+    ) -> bytes | bool:
+        """Wait for an element pushed on the list ``key`` (``BLPOP``, on a connection held
+        meanwhile) or a wake-up on the subscription, at most ``timeout`` seconds (> 0). A
+        wake-up pushes a token on ``key`` (in the background), so that the pop returns.
+
+        Returns:
+            The element popped (a token, or what a script pushed), ``True`` when woken
+            otherwise (a kept permit; a failed pop, after waiting on the subscription
+            instead), ``False`` after ``timeout``.
+
+        Raises:
+            ServerReplyError: Redis refused the subscription.
+        """
 
     async def sleep(self, seconds: float) -> None:
         """Sleep ``seconds``."""

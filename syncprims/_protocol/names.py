@@ -13,6 +13,7 @@ __all__ = [
     "has_hash_tag",
     "key_prefix",
     "lock_channel",
+    "lock_handoff_list_prefix",
     "prefix_name",
     "rw_lease_prefix",
     "suffix_name",
@@ -132,6 +133,14 @@ def lock_grant_channel_prefix(name: str) -> str:
     """The start of an RLock's one-hop grant channels (syncprims only):
     ``syncprims_lock_grant:{name}:``; a client's own channel ends with its client id."""
     return prefix_name("syncprims_lock_grant", name) + ":"
+
+
+def lock_handoff_list_prefix(name: str) -> str:
+    """The start of the lists an RLock release pushes a direct grant on (syncprims only):
+    ``syncprims_lock_handoff:{name}:``; a waiting thread's list goes on with
+    ``<wait id>|<owner field>``. Each lives while its wait does (at most the lease after
+    a push)."""
+    return prefix_name("syncprims_lock_handoff", name) + ":"
 
 
 def lock_grant_marker_name(name: str) -> str:

@@ -284,6 +284,13 @@ class AsyncExecutor(ExecutorBase):
         sub.raise_if_refused()
         return woken
 
+    @property
+    def pops_grants(self) -> bool:
+        return False  # the reader task runs on the waiter's loop: no hop to save
+
+    async def wait_pushed(self, sub: Any, key: str, timeout: float, route: str) -> bytes | bool:
+        return await self.wait(sub, timeout)
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 

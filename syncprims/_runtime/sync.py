@@ -16,7 +16,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from syncprims._protocol.contracts import Call, Enough, Orphan, WakePolicy
+from syncprims._protocol.contracts import (
+    PUSHED_TTL_MS,
+    WAKE_TOKEN,
+    Call,
+    Enough,
+    Orphan,
+    WakePolicy,
+)
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.stepping import run
 from syncprims._runtime.base import ExecutorBase
@@ -30,7 +37,7 @@ from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, close_owned, sync_source
 from syncprims._transport.sync import Routed, SyncServer, fan_out
 from syncprims.config import Config
-from syncprims.errors import SyncPrimsError
+from syncprims.errors import ServerReplyError, SyncPrimsError
 
 __all__ = ["SyncExecutor"]
 
@@ -238,6 +245,66 @@ class SyncExecutor(ExecutorBase):
         woken = sub.latch.wait_sync(timeout)
         sub.raise_if_refused()
         return woken
+
+    _pops_refused = False  # the Redis user may not BLPOP the grant lists (an ACL)
+
+    @property
+    def pops_grants(self) -> bool:
+        return self.config.lock_grant_direct and not self._pops_refused
+
+    async def wait_pushed(self, sub: Any, key: str, timeout: float, route: str) -> bytes | bool:
+        """``BLPOP`` on the calling thread: the released lock's grant comes straight to the
+        waiting thread, without the reader thread's hop (docs/design.md, "The direct
+        grant"). A wake-up of the subscription (a release that grants nobody, Redisson's,
+        a reconnect) pushes a token on ``key`` from a services worker thread."""
+        assert isinstance(sub, Subscription)
+        if not self.config.lock_grant_direct:
+            return await self.wait(sub, timeout)
+        context = "waiting for a grant of " + route
+
+        async def push() -> None:
+            await self.command("RPUSH", key, WAKE_TOKEN.decode(), context=context, route=route)
+            await self.command("PEXPIRE", key, PUSHED_TTL_MS, context=context, route=route)
+
+        token = sub.latch.enlist(lambda: self.background(push))
+        if token is None:  # a permit was kept for this channel: re-check at once
+            sub.raise_if_refused()
+            return True
+        started = self.monotonic()
+        try:
+            reply = await self.transport.command(
+                "BLPOP",
+                key,
+                f"{max(timeout, 0.001):.3f}",
+                context=context,
+                route=route,
+                timeout=timeout + self.bounds.timeout,
+            )
+        except SyncPrimsError as error:  # no pop (Redis unreachable): the latch instead
+            refused = isinstance(error, ServerReplyError) and "NOPERM" in str(error)
+            if refused and not self._pops_refused:
+                self._pops_refused = True  # grants come as messages from now on
+                log.warning(
+                    "%s: the Redis user may not pop the grant lists (%s): grants come by "
+                    "message from now on; grant ~syncprims_lock_handoff:* keys and +blpop "
+                    "+lpush +pubsub|numsub (docs/configuration.md)",
+                    context,
+                    error,
+                )
+            if not sub.latch.delist(token):
+                return True
+            log.debug("%s: %r; waiting on the subscription instead", context, error)
+            left = timeout - (self.monotonic() - started)
+            return await self.wait(sub, left) if left > 0 else False
+        except BaseException:
+            sub.latch.delist(token)
+            raise
+        woken = not sub.latch.delist(token)  # woken: its token may come on a later pop
+        sub.raise_if_refused()
+        if reply is None:
+            return woken
+        element: bytes = reply[1]
+        return element
 
     async def sleep(self, seconds: float) -> None:
         time.sleep(seconds)  # noqa: ASYNC251 - the sync executor blocks by design

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
+from collections.abc import Callable
 
 __all__ = ["Latch", "Signal"]
 
@@ -40,6 +41,16 @@ class _ThreadWaiter(_Waiter):
         if timeout is None:
             return self._lock.acquire()
         return self._lock.acquire(True, max(timeout, 0.0))
+
+
+class _CallbackWaiter(_Waiter):
+    __slots__ = ("_wake",)
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def wake(self) -> None:
+        self._wake()
 
 
 def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
@@ -152,6 +163,22 @@ class Latch(_WaiterQueue):
         if not woken and not self._detach(waiter):
             woken = True  # woken concurrently with the timeout
         return woken
+
+    def enlist(self, wake: Callable[[], None]) -> object | None:
+        """Wait elsewhere: ``wake()`` is called (on the waking thread, so it must not block)
+        in place of a blocked waiter's wake-up; ``None`` when a permit was taken instead (the
+        caller is woken already). Leave with :meth:`delist`."""
+        with self._mutex:
+            if self._take_permit():
+                return None
+            waiter = _CallbackWaiter(wake)
+            self._waiters.append(waiter)
+            return waiter
+
+    def delist(self, token: object) -> bool:
+        """Stop a wait of :meth:`enlist`; ``False`` when it was woken already."""
+        assert isinstance(token, _Waiter)
+        return self._detach(token)
 
     async def wait_async(self, timeout: float | None) -> bool:
         """Await a wake-up, a permit, or ``timeout`` seconds on the running loop.

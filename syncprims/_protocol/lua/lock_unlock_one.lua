@@ -22,11 +22,17 @@
 -- ARGV[7] grant channel prefix "syncprims_lock_grant:{name}:" (+ client id)
 -- ARGV[8] "" (an unlock), or the registration of a grant to give back (its waiter had gone):
 --         then the owner's hold is released only while the marker still names that grant
+-- KEYS[8] direct grant list prefix "syncprims_lock_handoff:{name}:": a waiter's list is this
+--         + "<wait id>|<owner field>" (a key in the lock's slot, from the registration)
 -- One-hop grant: a waiting registration "g|<lease>|<wait id>|<owner field>" is handed the
 -- lock directly: the grant (the registration) is published on its client's grant channel,
 -- and only when that reaches a subscriber (the client's subscriber connection is alive) is
 -- the owner's hold written, with its lease, and the marker set; no "0" then (the lock is
--- not free). Otherwise the next registration is tried (3 at most); a client's registration
+-- not free). A direct registration "b|<lease>|<wait id>.<n>|<owner field>" (a blocked
+-- thread of the blocking face, popping its own list) is handed the lock the same way, but
+-- its client's liveness is read with PUBSUB NUMSUB (SHARDNUMSUB) of its grant channel and the
+-- grant is pushed on the waiter's list (LPUSH, first before any wake-up token), not published.
+-- Otherwise the next registration is tried (3 at most); a client's registration
 -- (not an owner's) gets the reservation and the herald as before; then the "0" follows.
 -- Reply: nil when the owner does not hold the lock, 0 when a reentrant hold was released
 --        (still held), 1 when the lock was released (key deleted, message published).
@@ -62,7 +68,8 @@ if redis.call('exists', KEYS[4]) == 1 then
             break
         end
         redis.call('zrem', KEYS[4], head)
-        local lease, field, client = string.match(head, '^g|(%d+)|[^|]+|(([^:]+):.+)$')
+        local kind, lease, wait, field, client =
+            string.match(head, '^([gb])|(%d+)|([^|.]+)[^|]*|(([^:]+):.+)$')
         if not lease then
             -- a client's registration: reserve the lock for it, name it on the herald
             redis.call('set', KEYS[6], head, 'px', ARGV[6])
@@ -75,7 +82,27 @@ if redis.call('exists', KEYS[4]) == 1 then
         end
         -- pcall: a user whose ACL lacks the grant channels gets no grants, not an error
         -- after the lock was deleted
-        local heard = redis.pcall(ARGV[4], ARGV[7] .. client, head)
+        local heard
+        if kind == 'g' then
+            heard = redis.pcall(ARGV[4], ARGV[7] .. client, head)
+        else
+            if ARGV[4] == 'SPUBLISH' then
+                heard = redis.pcall('pubsub', 'shardnumsub', ARGV[7] .. client)
+            else
+                heard = redis.pcall('pubsub', 'numsub', ARGV[7] .. client)
+            end
+            heard = type(heard) == 'table' and tonumber(heard[2]) or 0
+        end
+        if kind == 'b' and type(heard) == 'number' and heard > 0 then
+            -- pcall: an ACL without the grant lists refuses the push before anything is
+            -- written; the waiter is then skipped (its client falls back to messages)
+            local list = KEYS[8] .. wait .. '|' .. field
+            if type(redis.pcall('lpush', list, head)) == 'number' then
+                redis.call('pexpire', list, lease)
+            else
+                heard = 0
+            end
+        end
         if type(heard) == 'number' and heard > 0 then
             redis.call('hset', KEYS[1], field, 1)
             redis.call('pexpire', KEYS[1], lease)

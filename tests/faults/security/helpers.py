@@ -37,6 +37,7 @@ ACL_KEYS = (
     "~syncprims_lock_next:{app:*",
     "~syncprims_lock_herald:{app:*",
     "~syncprims_lock_granted:{app:*",
+    "~syncprims_lock_handoff:{app:*",  # the direct grant's lists (made in the script)
 )
 """Key patterns (``~``) of the ACL user."""
 
@@ -69,6 +70,7 @@ ACL_COMMANDS = (
     "+lindex", "+lpop", "+lrange", "+lrem", "+rpush",
     "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
     "+zremrangebyscore", "+time",  # RLock's waiting clients (expired entries, server time)
+    "+blpop", "+lpush", "+pubsub|numsub",  # RLock's direct grant (blocking face)
 )  # fmt: skip
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
 (``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat``
