@@ -342,3 +342,27 @@ def test_a_refused_subscription_does_not_make_the_client_reconnect_in_a_loop(
     assert len(got) == 1 and isinstance(got[0], syncprims.ServerReplyError), got
     assert "refused to subscribe" in str(got[0]) and "redisson_lock__channel" in str(got[0])
     assert reconnects <= 1, f"{reconnects} new connections in about 1 s"
+
+
+def test_an_acl_from_before_the_direct_grant_keeps_working(
+    acl: AclServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The least-privilege rules of the release before the direct grant (no
+    ``~syncprims_lock_handoff:``, ``+blpop``, ``+lpush``, ``+pubsub|numsub``): the RLock's
+    unlock script is refused before it runs (its grant-list prefix is in KEYS), the client
+    falls back to Redisson's scripts and wake-ups, and every waiter is still woken."""
+    newer = {"~syncprims_lock_handoff:{app:*", "+blpop", "+lpush", "+pubsub|numsub"}
+    rules = [r for r in ACL_RULES if r not in newer]
+    assert len(rules) == len(ACL_RULES) - len(newer)
+    acl.admin.execute_command("ACL", "SETUSER", USER, "reset", *rules)
+    with syncprims.connect(acl.user_url, wait_recheck_interval=10) as client:
+        lock = client.get_lock("app:old-acl")
+        lock.lock(lease_time=30)
+        wakes_on_message(
+            acl.admin, "redisson_lock__channel:{app:old-acl}", lock_waiter(lock), lock.unlock
+        )
+        for _ in range(3):  # after the fall-back: plain Redisson locking
+            assert lock.try_lock(wait_time=1, lease_time=5)
+            lock.unlock()
+        assert not lock.is_locked()
+    assert "falling back to Redisson's wake-ups" in caplog.text
