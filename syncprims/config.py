@@ -182,10 +182,12 @@ class Config:
         lock_grant_direct: with ``lock_grant_handoff``, in the blocking face: a waiting
             thread takes its grant from a list of its own (``BLPOP`` on a connection it holds
             while it waits), which the release pushes the grant to, instead of from a pub/sub
-            message that the client's reader thread reads and passes on (a thread hop; the
-            direct path measured 0.6-0.75x the handoff latency, ``docs/design.md``). Costs a
-            pooled connection per waiting thread. Default ``True``; the asyncio face always
-            takes the message (its reader runs on the waiter's own loop: no hop to save).
+            message that the client's reader thread reads and passes on (a thread hop;
+            handoff p50 0.82x, same-run A/B, ``docs/design.md``). Costs a pooled
+            connection per waiting thread, so not over a ``BlockingConnectionPool`` (whose
+            size the application waits on): grants come by message there. Default
+            ``True``; the asyncio face always takes the message (its reader runs on the
+            waiter's own loop: no hop to save).
     """
 
     lock_watchdog_timeout: float = attrs.field(

@@ -457,3 +457,39 @@ def test_a_user_who_may_not_pop_gets_grants_by_message(
         waiter.shutdown()
         admin.acl_deluser("no-pop")
         admin.close()
+
+
+@pytest.mark.parametrize("pool", ["plain", "blocking"])
+def test_a_blocking_pool_gets_grants_by_message(redis_server: RedisServer, pool: str) -> None:
+    """A waiting thread holds a connection for its pop: not one of a
+    ``BlockingConnectionPool``'s, whose size the application waits on."""
+    kind: Any = redis.BlockingConnectionPool if pool == "blocking" else redis.ConnectionPool
+    source = kind(port=redis_server.port, max_connections=20)
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
+    waiter = syncprims.connect(source, lock_synced_replicas=0)
+    raw: Any = redis.Redis.from_url(redis_server.url)
+    try:
+        holder.get_lock(name).lock()
+        result: list[bool] = []
+
+        def wait() -> None:
+            lock = waiter.get_lock(name)
+            result.append(lock.try_lock(wait_time=20))
+            lock.unlock()
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not raw.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        [member] = [m.decode() for m in raw.zrange(lock_waiters_name(name), 0, -1)]
+        assert member.startswith("g|" if pool == "blocking" else "b|")
+        holder.get_lock(name).unlock()
+        thread.join(10)
+        assert result == [True]
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
+        source.disconnect()
+        raw.close()

@@ -250,7 +250,12 @@ class SyncExecutor(ExecutorBase):
 
     @property
     def pops_grants(self) -> bool:
-        return self.config.lock_grant_direct and not self._pops_refused
+        """With ``Config.lock_grant_direct``, unless the pool is a
+        ``BlockingConnectionPool`` (each waiting thread would hold one of the connections
+        the application waits for) or the Redis user may not pop."""
+        transport = self.transport
+        may_hold = isinstance(transport, ClusterRouter) or transport.may_hold
+        return self.config.lock_grant_direct and may_hold and not self._pops_refused
 
     async def wait_pushed(self, sub: Any, key: str, timeout: float, route: str) -> bytes | bool:
         """``BLPOP`` on the calling thread: the released lock's grant comes straight to the

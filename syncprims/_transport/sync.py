@@ -96,6 +96,9 @@ class SyncServer:
         # ConnectionPool, whose size is not a limit the application waits on.
         self._idle: list[Any] = []
         self._idle_cap = _IDLE_CAP if type(pool) is redis.ConnectionPool else 0
+        # A connection may be held for a whole wait (a direct grant's BLPOP) unless the
+        # pool's size is one the application waits on.
+        self.may_hold = not isinstance(pool, redis.BlockingConnectionPool)
         self._pid = _Process.pid
         self.lane = LateLane(self)  # its thread starts when a fan-out first stops early
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
