@@ -129,3 +129,29 @@ def test_signal_timeout_and_error() -> None:
         signal.wait_sync(1)
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(signal.wait_async(1))
+
+
+def test_an_enlisted_wait_is_woken_by_its_callback_in_turn() -> None:
+    """A waiter that blocks elsewhere (the direct grant's pop) is woken through its callback,
+    in FIFO order with blocked threads; a kept permit is taken instead of enlisting."""
+    latch = Latch()
+    woken: list[str] = []
+    token = latch.enlist(lambda: woken.append("popper"))
+    assert token is not None and latch.waiting() == 1
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(latch.wait_sync(5)))
+    thread.start()
+    while latch.waiting() < 2:
+        time.sleep(0.001)
+    latch.release(1)  # the oldest waiter: the enlisted one
+    assert woken == ["popper"] and latch.waiting() == 1
+    assert not latch.delist(token)  # woken already
+    latch.release(1)
+    thread.join(5)
+    assert result == [True]
+    latch.release(1, cap=1)  # a permit nobody waited for
+    assert latch.enlist(lambda: woken.append("late")) is None  # taken: woken at once
+    other = latch.enlist(lambda: woken.append("gone"))
+    assert other is not None and latch.delist(other)  # left before any wake-up
+    latch.release(1)
+    assert woken == ["popper"]
