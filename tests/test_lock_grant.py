@@ -99,6 +99,30 @@ def _kind(face: Face) -> str:
     return "b" if _DELIVERY == "direct" and not face.is_async else "g"
 
 
+def _sole_member(raw: Any, name: str) -> str:
+    """The one waiting registration for ``name``, once it is there (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while not raw.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    registered: list[bytes] = raw.zrange(lock_waiters_name(name), 0, -1)
+    [member] = [m.decode() for m in registered]
+    return member
+
+
+def _wait_in_thread(client: Any, name: str, result: list[bool]) -> threading.Thread:
+    """A started thread that waits up to 20 s for ``name``, records whether it got it, and
+    releases it."""
+
+    def wait() -> None:
+        lock = client.get_lock(name)
+        result.append(lock.try_lock(wait_time=20))
+        lock.unlock()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread
+
+
 async def test_a_release_writes_the_longest_waiting_owners_hold(
     face: Face, url: str, name: str, raw: Any, delivery: str
 ) -> None:
@@ -310,14 +334,7 @@ def test_a_long_wait_keeps_one_registration(redis_server: RedisServer) -> None:
     try:
         holder.get_lock(name).lock()
         result: list[bool] = []
-
-        def wait_then_release() -> None:
-            lock = waiter.get_lock(name)
-            result.append(lock.try_lock(wait_time=20))
-            lock.unlock()
-
-        thread = threading.Thread(target=wait_then_release)
-        thread.start()
+        thread = _wait_in_thread(waiter, name, result)
         time.sleep(3.5)  # three or four attempts, one a second
         mine = [m for m in lock_module._GRANT_WAITS if waiter.id in m]
         assert len(mine) == 1
@@ -393,10 +410,7 @@ def test_a_release_that_grants_nobody_wakes_a_direct_waiter(
             target=lambda: result.append(waiter.get_lock(name).try_lock(wait_time=30))
         )
         thread.start()
-        deadline = time.monotonic() + 10
-        while not raw.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        [member] = [m.decode() for m in raw.zrange(lock_waiters_name(name), 0, -1)]
+        member = _sole_member(raw, name)
         assert member.startswith("b|")
         time.sleep(0.2)  # blocked in its pop by now (or about to be: a permit is kept)
         raw.delete(name)  # Redisson's unlock: delete, then "0" on the lock channel
@@ -433,19 +447,8 @@ def test_a_user_who_may_not_pop_gets_grants_by_message(
         for kind in ("b", "g"):  # refused once; by message from then on
             holder.get_lock(name).lock()
             result: list[bool] = []
-
-            def wait(result: list[bool]) -> None:
-                lock = waiter.get_lock(name)
-                result.append(lock.try_lock(wait_time=20))
-                lock.unlock()
-
-            thread = threading.Thread(target=wait, args=(result,))
-            thread.start()
-            deadline = time.monotonic() + 10
-            while not admin.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            [member] = [m.decode() for m in admin.zrange(lock_waiters_name(name), 0, -1)]
-            assert member.startswith(kind + "|")
+            thread = _wait_in_thread(waiter, name, result)
+            assert _sole_member(admin, name).startswith(kind + "|")
             time.sleep(0.1)
             holder.get_lock(name).unlock()
             thread.join(10)
@@ -472,19 +475,8 @@ def test_a_blocking_pool_gets_grants_by_message(redis_server: RedisServer, pool:
     try:
         holder.get_lock(name).lock()
         result: list[bool] = []
-
-        def wait() -> None:
-            lock = waiter.get_lock(name)
-            result.append(lock.try_lock(wait_time=20))
-            lock.unlock()
-
-        thread = threading.Thread(target=wait)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not raw.zcard(lock_waiters_name(name)) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        [member] = [m.decode() for m in raw.zrange(lock_waiters_name(name), 0, -1)]
-        assert member.startswith("g|" if pool == "blocking" else "b|")
+        thread = _wait_in_thread(waiter, name, result)
+        assert _sole_member(raw, name).startswith("g|" if pool == "blocking" else "b|")
         holder.get_lock(name).unlock()
         thread.join(10)
         assert result == [True]

@@ -199,7 +199,6 @@ class _GrantWait:
 
     __slots__ = (
         "claimed",
-        "direct",
         "field",
         "floor",
         "granted",
@@ -215,9 +214,9 @@ class _GrantWait:
 
     def __init__(self, lease: int, field: str, direct_prefix: str | None = None) -> None:
         wait_id = next(_WAIT_IDS)
-        self.direct = direct_prefix is not None
-        self.prefix = f"{'b' if self.direct else 'g'}|{lease}|{wait_id}."
-        self.key = f"{direct_prefix}{wait_id}|{field}" if direct_prefix is not None else ""
+        direct = direct_prefix is not None
+        self.prefix = f"{'b' if direct else 'g'}|{lease}|{wait_id}."
+        self.key = f"{direct_prefix}{wait_id}|{field}" if direct else ""  # its list, if direct
         self.field = field
         self.ids = itertools.count()
         self.member = self.next_member()  # not registered until the first attempt
@@ -228,6 +227,11 @@ class _GrantWait:
         self.granted: str | None = None  # the member whose grant's message arrived
         self.since = 0.0  # ``floor`` when it arrived
         self.claimed = False  # a grant was taken (by its message or by an attempt)
+
+    @property
+    def direct(self) -> bool:
+        """Whether the waiting thread pops its grant from its own list, :attr:`key`."""
+        return bool(self.key)
 
     def next_member(self) -> str:
         """A member name this wait has not used yet."""

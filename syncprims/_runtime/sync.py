@@ -263,7 +263,7 @@ class SyncExecutor(ExecutorBase):
         grant"). A wake-up of the subscription (a release that grants nobody, Redisson's,
         a reconnect) pushes a token on ``key`` from a services worker thread."""
         assert isinstance(sub, Subscription)
-        if not self.config.lock_grant_direct:
+        if not self.pops_grants:  # refused meanwhile (an ACL): no pop that would fail again
             return await self.wait(sub, timeout)
         context = "waiting for a grant of " + route
 
