@@ -242,3 +242,44 @@ async def test_auto_a_replica_that_left_fails_until_the_hold_down(
     finally:
         replica.stop()
         master.stop()
+
+
+async def test_a_wait_ended_by_a_failover_is_undone_and_the_wait_goes_on(
+    face: Face, pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis ends a blocked ``WAIT`` with ``UNBLOCKED`` when its master becomes a replica (a
+    failover; found by tests/test_cluster.py's failover under contention). The acquisition is
+    undone, and a wait tries again (here the same master, the error simulated once); a single
+    attempt raises a ``TransportError`` that did not run."""
+    from syncprims._runtime.aio import AsyncExecutor
+    from syncprims._runtime.sync import SyncExecutor
+
+    executor: Any = AsyncExecutor if face.is_async else SyncExecutor
+    real = executor.eval_then
+    thens: list[object] = []
+
+    async def unblocked_once(self: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        reply, then = await real(self, *args, **kwargs)
+        thens.append(then)
+        if len(thens) % 2 == 1:  # the 1st, 3rd...: as a failover would end it
+            then = syncprims.ServerReplyError(
+                "UNBLOCKED force unblock from blocking operation, instance state changed "
+                "(master -> replica?)"
+            )
+        return reply, then
+
+    monkeypatch.setattr(executor, "eval_then", unblocked_once)
+    client = await face.connect(pair.master.url)
+    lock_name = name()
+    lock = client.get_lock(lock_name)
+    actor = face.actor()
+    assert await actor(lock.try_lock, wait_time=5, lease_time=10)
+    assert len(thens) == 2  # the first acquisition undone, the next attempt kept
+    r = raw_redis(pair.master.url)
+    assert list(r.hgetall(lock_name).values()) == [b"1"]  # held once, not twice
+    await actor(lock.unlock)
+    with pytest.raises(syncprims.TransportError) as info:  # the 3rd: a single attempt
+        await actor(lock.try_lock, lease_time=10)
+    assert not info.value.maybe_executed
+    assert r.exists(lock_name) == 0  # undone
+    r.close()

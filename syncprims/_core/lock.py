@@ -898,10 +898,18 @@ class LockCore(ExpirableCore):
 
     async def _check_replicas(self, field: str, lease: int, required: int, reply: Any) -> None:
         """Judge the ``WAIT`` reply of an acquisition; undo it and raise if too few replicas
-        acknowledged (or ``WAIT`` failed)."""
+        acknowledged (or ``WAIT`` failed). A ``WAIT`` that Redis ended because the master
+        became a replica (``UNBLOCKED``, a failover) is raised, once undone, as a
+        ``TransportError`` that did not run: the wait goes on, against the new master."""
         ex = self._ex
         if isinstance(reply, SyncPrimsError):
             await self._unlock_field(field, lease)
+            if isinstance(reply, ServerReplyError) and "UNBLOCKED" in str(reply):
+                raise TransportError(
+                    f"{self.context('acquiring')}: the master became a replica while its "
+                    f"WAIT ran ({reply}); the acquisition was undone",
+                    maybe_executed=False,
+                ) from reply
             raise reply
         acknowledged = int(reply)
         if ex.config.lock_synced_replicas == "auto" and acknowledged != required:
