@@ -308,7 +308,7 @@ def test_the_grant_rule() -> None:
     table: dict[str, _Entry] = {}
     lock, grants = _Entry(table, "lock"), _Entry(table, "grant")
     given_back: list[str] = []
-    rule = grant_policy("lock", given_back.append)
+    rule = grant_policy(lambda member: "lock", given_back.append)
     wait = _GrantWait(30_000, "client:1")
     wait.floor = 12.5
     with _grant_waits() as waits:
@@ -362,7 +362,7 @@ def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
     raw: Any = redis.Redis.from_url(redis_server.url)
     leave = lock_module.LockCore._leave_registry
 
-    async def granted_first(self: Any, member: str, direct: bool) -> None:
+    async def granted_first(self: Any, member: str, direct: bool, wait: float) -> None:
         assert direct and member.startswith("b|")
         raw.eval(  # the release's grant, between the last attempt and the leave
             """
@@ -375,7 +375,7 @@ def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
             3, name, lock_waiters_name(name), lock_grant_marker_name(name), member,
             _field(member),
         )  # fmt: skip
-        await leave(self, member, direct)
+        await leave(self, member, direct, wait)
 
     monkeypatch.setattr(lock_module.LockCore, "_leave_registry", granted_first)
     try:

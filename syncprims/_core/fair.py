@@ -25,6 +25,15 @@ Decisions (Redisson quirks, redisson-spec.md 13, decided on purpose):
   deletes the hash and notifies the head waiter.
 * Deadlines are computed from the client's wall clock (``now`` is passed to every script, as
   in Redisson): keep clients' clocks roughly in sync.
+
+The one-hop grant (syncprims, ``Config.lock_grant_handoff``, as the RLock's: docs/design.md,
+"The FairLock's one-hop grant"): a syncprims waiter also registers in
+``syncprims_lock_waiters:{name}:fair`` (owner field -> its wait slot and registration), and a
+release whose head waiter is registered and alive makes that waiter's acquisition itself (out
+of the queue, its hold written, the grant marker set) and hands it over on the waiter's own
+list (the blocking face) or its client's grant channel (asyncio), instead of publishing "0"
+for the waiter to try again: one hop per handoff, not a message and a script. A Redisson
+waiter at the head (no registration) is notified as before.
 """
 
 from __future__ import annotations
@@ -33,10 +42,15 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from syncprims._core.lock import UNLOCK_MESSAGE, LockCore
+from syncprims._core.lock import (
+    ONE_WAKE_ENTRY_MS,
+    UNLOCK_MESSAGE,
+    LockCore,
+    lock_policy,
+)
 from syncprims._protocol import scripts
-from syncprims._protocol.contracts import Executor, ScriptCall
-from syncprims._protocol.names import prefix_name
+from syncprims._protocol.contracts import Arg, Executor, ScriptCall, WakePolicy
+from syncprims._protocol.names import fair_grant_registry_name, prefix_name
 from syncprims._protocol.timing import MAX_LEASE_SECONDS
 
 __all__ = ["FairLockCore"]
@@ -52,6 +66,13 @@ class FairLockCore(LockCore):
         super().__init__(executor, name)
         self.queue = prefix_name("redisson_lock_queue", self.name)
         self.timeouts = prefix_name("redisson_lock_timeout", self.name)
+        self.grants = fair_grant_registry_name(self.name)
+
+    def _own_keys(self) -> bool:
+        """Whether this client uses the one-hop grant's keys (``Config.lock_grant_handoff``,
+        unless its ACL refused them)."""
+        ex = self._ex
+        return ex.config.lock_grant_handoff and ex.client_id not in self._one_wake_refused
 
     def keys(self) -> list[str]:
         """The hash, the wait queue and the deadline set."""
@@ -64,12 +85,40 @@ class FairLockCore(LockCore):
         return math.ceil(self._ex.config.fair_lock_wait_timeout * 1000)
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
-        enqueue = "1" if wait > 0 else "0"
-        return ScriptCall(
-            scripts.FAIR_ACQUIRE,
-            [self.name, self.queue, self.timeouts],
-            [lease, field, self.slot_ms(wait), self._ex.wall_ms(), enqueue],
-        )
+        return self._acquire_call(field, lease, wait, member="", fresh="", register="0")
+
+    def grant_acquire_command(
+        self, field: str, lease: int, wait: float, *, waits: str, member: str, fresh: str
+    ) -> ScriptCall:
+        return self._acquire_call(field, lease, wait, member=member, fresh=fresh, register=waits)
+
+    def _acquire_call(
+        self, field: str, lease: int, wait: float, *, member: str, fresh: str, register: str
+    ) -> ScriptCall:
+        """``fair_acquire.lua``, with the grant registry when this client uses it (a waiter
+        that does not register then drops any stale registration of its owner)."""
+        keys = [self.name, self.queue, self.timeouts]
+        args: list[Arg] = [
+            lease,
+            field,
+            self.slot_ms(wait),
+            self._ex.wall_ms(),
+            "1" if wait > 0 else "0",
+        ]
+        if self._own_keys():
+            keys += [self.grants, self.grant_marker]
+            args += [member, fresh, register, ONE_WAKE_ENTRY_MS]
+        return ScriptCall(scripts.FAIR_ACQUIRE, keys, args)
+
+    def grant_wait_rule(self, field: str) -> tuple[str, WakePolicy]:
+        return self.wait_channel(field), lock_policy
+
+    def grant_wake_channel(self, member: str) -> str:
+        return self.wait_channel(member.split("|", 3)[3])
+
+    async def unregister(self, member: str, wait: float) -> int:
+        field = member.split("|", 3)[3]
+        return int(await self._leave_queue(field, wait, member))
 
     def wait_channel(self, field: str) -> str:
         return f"{self.channel}:{field}"
@@ -79,12 +128,16 @@ class FairLockCore(LockCore):
             return None  # a single attempt never enqueues
         return lambda: self._leave_queue(field, wait)
 
-    async def _leave_queue(self, field: str, wait: float) -> None:
-        await self.run_script(
-            ScriptCall(
-                scripts.FAIR_GIVE_UP, [self.queue, self.timeouts], [field, self.slot_ms(wait)]
-            ),
-            action="leaving the queue of",
+    async def _leave_queue(self, field: str, wait: float, member: str = "") -> Any:
+        """``fair_give_up.lua`` (and the owner's grant registration, when this client uses
+        it: the reply is then 1 when it was ``member``, else 0)."""
+        keys = [self.queue, self.timeouts]
+        args: list[Arg] = [field, self.slot_ms(wait)]
+        if self._own_keys():
+            keys.append(self.grants)
+            args.append(member)
+        return await self.run_script(
+            ScriptCall(scripts.FAIR_GIVE_UP, keys, args), action="leaving the queue of"
         )
 
     async def on_abandoned_attempt(self, field: str, wait: float, late_reply: Any) -> None:
@@ -94,19 +147,27 @@ class FairLockCore(LockCore):
             await self._leave_queue(field, wait)
 
     def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+        return self._unlock_call(field, lease, latch, "")
+
+    def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
+        return self._unlock_call(field, self._watchdog_ms(), latch, member)
+
+    def _unlock_call(self, field: str, lease: int, latch: str, give_back: str) -> ScriptCall:
+        """``fair_unlock.lua``, granting the head waiter when this client uses the grant."""
         ex = self._ex
-        return ScriptCall(
-            scripts.FAIR_UNLOCK,
-            [self.name, self.queue, self.timeouts, self.channel, latch],
-            [
-                UNLOCK_MESSAGE,
-                lease,
-                field,
-                ex.wall_ms(),
-                self.publish,
-                ex.bounds.unlock_latch_ttl_ms,
-            ],
-        )
+        keys = [self.name, self.queue, self.timeouts, self.channel, latch]
+        args: list[Arg] = [
+            UNLOCK_MESSAGE,
+            lease,
+            field,
+            ex.wall_ms(),
+            self.publish,
+            ex.bounds.unlock_latch_ttl_ms,
+        ]
+        if self._own_keys():
+            keys += [self.grants, self.grant_marker, self._handoff_prefix]
+            args += [self._grant_prefix, give_back]
+        return ScriptCall(scripts.FAIR_UNLOCK, keys, args)
 
     def force_unlock_command(self) -> ScriptCall:
         return ScriptCall(
@@ -116,6 +177,8 @@ class FairLockCore(LockCore):
         )
 
     async def delete(self) -> bool:
-        """``DEL`` the hash, the queue and the deadlines (nobody is notified)."""
+        """``DEL`` the hash, the queue and the deadlines (nobody is notified), and the grant
+        registry; ``True`` when any of them existed."""
         self._ex.watchdog.cancel_all(self.name)
-        return bool(await self.read("DEL", *self.keys(), action="deleting"))
+        keys = [*self.keys(), self.grants] if self._own_keys() else self.keys()
+        return bool(await self.read("DEL", *keys, action="deleting"))

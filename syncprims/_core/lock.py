@@ -131,17 +131,18 @@ def herald_policy(channel: str) -> WakePolicy:
     return policy
 
 
-def grant_policy(channel: str, give_back: Callable[[str], None]) -> WakePolicy:
-    """The rule of a client's grant channel of an RLock (the one-hop grant): a grant for
-    a wait in progress is recorded on it and wakes the local waiters of the lock's
-    ``channel`` (the granted one finds it; any other goes back to sleep after its attempt);
+def grant_policy(channel: Callable[[str], str], give_back: Callable[[str], None]) -> WakePolicy:
+    """The rule of a client's grant channel of a lock (the one-hop grant): a grant for
+    a wait in progress is recorded on it and wakes the local waiters of the channel that
+    ``channel(member)`` names (an RLock's: the lock's, where the granted one finds it and any
+    other goes back to sleep after its attempt; a FairLock's: the owner's own);
     a grant that no wait takes any more (it ended, or moved on to a newer registration) is
     handed to ``give_back`` (which releases it in the background, only if still unclaimed)."""
 
     def policy(waiters: Wakeable, message: bytes) -> None:
         member = message.decode()
         if _record_grant(member):
-            waiters.wake_paired(channel)
+            waiters.wake_paired(channel(member))
         else:
             give_back(member)
 
@@ -316,19 +317,26 @@ class LockCore(ExpirableCore):
         """Whether this lock uses the one wake-up per release (see :attr:`one_wake`)."""
         return self.one_wake and self._ex.client_id not in self._one_wake_refused
 
+    def _own_keys(self) -> bool:
+        """Whether this lock's scripts use syncprims' own keys beside Redisson's layout (the
+        one wake-up per release, the one-hop grant), which an ACL written for Redisson's
+        keys refuses (then :meth:`_refuses_one_wake` falls back for the client)."""
+        return self._one_wake()
+
     def _refuses_one_wake(self, error: ServerReplyError, *, tried: bool | None = None) -> bool:
         """After a ``NOPERM`` on a one-wake script: fall back for this client (logged once);
         ``True`` when the call should be made again with Redisson's script. ``tried``:
         whether the failed call was a one-wake script (default: whether it would be now)."""
-        if not (self._one_wake() if tried is None else tried) or "NOPERM" not in str(error):
+        if not (self._own_keys() if tried is None else tried) or "NOPERM" not in str(error):
             return False
         if self._ex.client_id in self._one_wake_refused:
             return True  # another call of this client found it first
         self._one_wake_refused.add(self._ex.client_id)
         log.warning(
-            "the Redis user may not use the keys of the RLock's one wake-up per release "
-            "(%s...): falling back to Redisson's wake-ups (a waiter in every waiting client "
-            "per release); grant ~syncprims_lock_* keys and &syncprims_lock_herald:* and "
+            "the Redis user may not use the keys of the one wake-up per release and the "
+            "one-hop grant (%s...): falling back to Redisson's wake-ups (for an RLock, a "
+            "waiter in every waiting client per release); grant ~syncprims_lock_* keys and "
+            "&syncprims_lock_herald:* and "
             "&syncprims_lock_grant:* channels "
             "to get it back (docs/configuration.md)",
             self.waiters,
@@ -461,6 +469,46 @@ class LockCore(ExpirableCore):
         """The channel that announces a release to ``field``'s waits."""
         return self.channel
 
+    # -- hooks of the one-hop grant (a kind that grants: RLock, FairLock) ----------------------
+
+    def grant_acquire_command(
+        self, field: str, lease: int, wait: float, *, waits: str, member: str, fresh: str
+    ) -> ScriptCall:
+        """An attempt of a grant wait (:class:`_GrantWait`): it claims a grant to ``member``
+        (reply ``-3``), or keeps ``member`` registered (``fresh`` when it is gone) while
+        ``waits == "1"``; a failed attempt replies ``{ms, 1 if fresh was registered}``."""
+        return self._acquire_one_command(field, lease, waits, "0", member=member, fresh=fresh)
+
+    def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
+        """The release of ``field``'s hold, only while the grant marker names ``member``."""
+        return self._unlock_one_command(field, self._watchdog_ms(), latch, member)
+
+    async def unregister(self, member: str, wait: float) -> int:
+        """Remove a grant wait's registration ``member`` (when it gives up); 1 when it was
+        still registered (no release took it), 0 when it was not.
+
+        Raises:
+            TransportError: Redis failed.
+        """
+        return int(
+            await self._ex.command(
+                "ZREM",
+                self.waiters,
+                member,
+                context=self.context("giving up the wait for"),
+                route=self.name,
+            )
+        )
+
+    def grant_wait_rule(self, field: str) -> tuple[str, WakePolicy]:
+        """The channel a grant wait of ``field`` listens on, beside its client's grant
+        channel, and that channel's rule."""
+        return self.channel, self._one_wake_rules()[0]
+
+    def grant_wake_channel(self, member: str) -> str:
+        """The local channel whose waiters a grant to ``member`` wakes."""
+        return self.channel
+
     async def wait_for(
         self, attempt: Callable[[], Awaitable[int | None]], field: str, wait: float
     ) -> bool:
@@ -504,6 +552,7 @@ class LockCore(ExpirableCore):
         grant channel (and by the lock channel's ``0`` as any waiter); a direct wait pops its
         grant from its own list instead (:class:`_GrantWait`)."""
         block = None
+        channel, policy = self.grant_wait_rule(grant.field)
         if grant.direct:
             ex = self._ex
 
@@ -517,10 +566,10 @@ class LockCore(ExpirableCore):
         return await acquire_loop(
             self._ex,
             attempt,
-            channel=self.channel,
-            policy=self._one_wake_rules()[0],
+            channel=channel,
+            policy=policy,
             wait=wait,
-            on_give_up=self._leave_grant_wait(grant),
+            on_give_up=self._leave_grant_wait(grant, wait),
             route=self.name,
             herald=self._grant_channel_rule(),
             first=first,
@@ -536,13 +585,13 @@ class LockCore(ExpirableCore):
             channel = self._grant_prefix + client
             rules = self._grant_rules = (
                 client,
-                (channel, grant_policy(self.channel, self._give_back_later)),
+                (channel, grant_policy(self.grant_wake_channel, self._give_back_later)),
             )
         return rules[1]
 
     async def _grant_eligible(self, lease: int, wait: float) -> bool:
         """Whether a wait of this caller may be granted the lock (``Config.lock_grant_handoff``)."""
-        if wait <= 0 or lease < GRANT_MIN_LEASE_MS or not self._one_wake():
+        if wait <= 0 or lease < GRANT_MIN_LEASE_MS or not self._own_keys():
             return False
         if not self._ex.config.lock_grant_handoff:
             return False
@@ -613,42 +662,36 @@ class LockCore(ExpirableCore):
         if pending is not None:
             self._give_back_later(pending)
 
-    def _leave_grant_wait(self, grant: _GrantWait) -> Callable[[], Awaitable[None]]:
+    def _leave_grant_wait(self, grant: _GrantWait, wait: float) -> Callable[[], Awaitable[None]]:
         """The ``on_give_up`` of a wait that may be granted: leave the registry."""
 
         async def leave() -> None:
             with _GRANT_MUTEX:
                 member = grant.member
             try:
-                await self._leave_registry(member, grant.direct)
+                await self._leave_registry(member, grant.direct, wait)
             except TransportError:
                 if not grant.direct:
                     raise
                 # a grant to it would reach nobody: try again in the background, until
                 # the registration has expired (its lifetime)
-                self._ex.background(lambda: self._leave_later(member))
+                self._ex.background(lambda: self._leave_later(member, wait))
                 raise
 
         return leave
 
-    async def _leave_registry(self, member: str, direct: bool) -> None:
+    async def _leave_registry(self, member: str, direct: bool, wait: float) -> None:
         """Remove a grant wait's registration; for a direct one already popped (by a
         release, whose grant no message announces), give that grant back."""
         try:
-            removed = await self._ex.command(
-                "ZREM",
-                self.waiters,
-                member,
-                context=self.context("giving up the wait for"),
-                route=self.name,
-            )
+            removed = await self.unregister(member, wait)
         except ServerReplyError as error:  # the entry expires by itself
             log.debug("%s: leaving the waiters' registry failed: %s", self.name, error)
             return
         if direct and removed == 0:  # popped by a grant (or expired): give it back
             await self._give_back(member)
 
-    async def _leave_later(self, member: str) -> None:
+    async def _leave_later(self, member: str, wait: float) -> None:
         """:meth:`_leave_registry` of a direct wait, retried until it succeeds or the
         registration has expired (background, after Redis failed the waiter's own try)."""
         ex = self._ex
@@ -658,7 +701,7 @@ class LockCore(ExpirableCore):
             await ex.sleep(ex.retry_delay(min(attempt, 10)))
             attempt += 1
             try:
-                await self._leave_registry(member, True)
+                await self._leave_registry(member, True, wait)
                 return
             except TransportError as error:
                 if ex.monotonic() >= end:
@@ -676,9 +719,7 @@ class LockCore(ExpirableCore):
         latch = unlock_latch_key(self.name, new_request_id())
         release = _Release(ex, self.context("giving back a grant of"))
         try:
-            reply = await release.run(
-                self._unlock_one_command(field, self._watchdog_ms(), latch, member)
-            )
+            reply = await release.run(self.give_back_command(field, latch, member))
         except SyncPrimsError as error:
             log.warning(
                 "%s: giving back a grant nobody took failed (%r); its lease bounds it",
@@ -788,7 +829,7 @@ class LockCore(ExpirableCore):
     ) -> int | None:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
         A ``NOPERM`` on the one-wake script (nothing ran) falls back to Redisson's."""
-        tried = self._one_wake()
+        tried = self._own_keys()
         try:
             return await self._attempt(field, lease, watchdog, wait, grant)
         except ServerReplyError as error:
@@ -814,7 +855,7 @@ class LockCore(ExpirableCore):
         ex = self._ex
         # registered only while the grant channel is confirmed: a grant to a member whose
         # channel is not subscribed yet would find no subscriber and skip it
-        if grant is not None and not self._one_wake():
+        if grant is not None and not self._own_keys():
             grant = None  # fell back to Redisson's scripts (ACL)
         if grant is None:
             call = self.acquire_command(field, lease, wait)
@@ -830,7 +871,9 @@ class LockCore(ExpirableCore):
                     grant.next, grant.next_sent = fresh, ex.monotonic()
                     grant.members.update((member, fresh))
                     _GRANT_WAITS[member] = _GRANT_WAITS[fresh] = grant
-            call = self._acquire_one_command(field, lease, waits, "0", member=member, fresh=fresh)
+            call = self.grant_acquire_command(
+                field, lease, wait, waits=waits, member=member, fresh=fresh
+            )
         required = await self._replicas_required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         context = self.context("acquiring")
@@ -874,7 +917,8 @@ class LockCore(ExpirableCore):
                 _GRANT_WAITS.pop(unused, None)
                 grant.next = ""
                 grant.floor = sent  # registered when this ran: no grant before it
-            return int(reply[0])
+            # attempts at least every slice, so that ``floor`` stays recent (_GrantWait)
+            return min(int(reply[0]), ONE_WAKE_SLICE_MS)
         ttl = self.reply_ttl(reply)
         if ttl is not None:
             return ttl
@@ -1167,7 +1211,7 @@ class LockCore(ExpirableCore):
         ex = self._ex
         latch = unlock_latch_key(self.name, new_request_id())
         context = self.context("releasing")
-        tried = self._one_wake()
+        tried = self._own_keys()
         release = _Release(ex, context)
         try:
             try:

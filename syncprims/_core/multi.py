@@ -109,7 +109,7 @@ class MultiLockCore:
         try:
             while True:
                 started = ex.monotonic()
-                one_wake = [sub._one_wake() for sub, _, _, _ in plans]
+                own_keys = [sub._own_keys() for sub, _, _, _ in plans]
                 replies = await ex.eval_many(
                     [sub.acquire_call(field, lease) for sub, field, lease, _ in plans],
                     self._settled(plans),
@@ -154,7 +154,7 @@ class MultiLockCore:
                 ]
                 await self._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
                 refused = [
-                    (plans[i][0], reply, one_wake[i])
+                    (plans[i][0], reply, own_keys[i])
                     for i, reply in enumerate(replies)
                     if isinstance(reply, ServerReplyError)
                 ]
@@ -225,7 +225,7 @@ class MultiLockCore:
         """
         if not holds:
             return []
-        one_wake = [sub._one_wake() for sub, _ in holds]
+        own_keys = [sub._own_keys() for sub, _ in holds]
         calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
         need = self.required()
 
@@ -243,7 +243,7 @@ class MultiLockCore:
                 continue
             unknown = isinstance(reply, TransportError) and reply.maybe_executed
             if isinstance(reply, ServerReplyError) and sub._refuses_one_wake(
-                reply, tried=one_wake[i]
+                reply, tried=own_keys[i]
             ):
                 # An ACL for Redisson's keys only (nothing ran): Redisson's script instead.
                 calls[i] = sub.release_call(field)

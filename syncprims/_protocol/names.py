@@ -11,6 +11,7 @@ __all__ = [
     "check_cluster_name",
     "check_name",
     "has_hash_tag",
+    "fair_grant_registry_name",
     "key_prefix",
     "lock_channel",
     "lock_handoff_list_prefix",
@@ -141,6 +142,15 @@ def lock_handoff_list_prefix(name: str) -> str:
     ``<wait id>|<owner field>``. Each lives while its wait does (at most the lease after
     a push)."""
     return prefix_name("syncprims_lock_handoff", name) + ":"
+
+
+def fair_grant_registry_name(name: str) -> str:
+    """A FairLock's one-hop grant registry (syncprims only): owner field -> ``"<wait slot
+    ms> <registration>"`` of each queued waiter that a release may hand the lock to
+    (``fair_acquire.lua``): ``syncprims_lock_waiters:{name}:fair``, beside the RLock's
+    registry, so that the ACL rules that allow the RLock's grant allow it too. It expires
+    10 s after the last registration."""
+    return lock_waiters_name(name) + ":fair"
 
 
 def lock_grant_marker_name(name: str) -> str:

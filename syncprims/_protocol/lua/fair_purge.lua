@@ -1,7 +1,8 @@
 -- Included by every fair-lock script (redisson-spec.md 4.3): drop stale waiters from the
 -- head of the queue. A waiter is stale when its deadline (score) is <= now.
--- Defines purge(queue key, timeout zset key, now ms); touches nothing else.
-local function purge(queue, timeouts, now)
+-- Defines purge(queue key, timeout zset key, now ms, grant registry key or nil); touches
+-- nothing else (a dropped waiter's one-hop grant registration goes too, when given).
+local function purge(queue, timeouts, now, grants)
     while true do
         local head = redis.call('lindex', queue, 0)
         if head == false then
@@ -13,5 +14,8 @@ local function purge(queue, timeouts, now)
         end
         redis.call('zrem', timeouts, head)
         redis.call('lpop', queue)
+        if grants then
+            redis.call('hdel', grants, head)
+        end
     end
 end

@@ -11,6 +11,20 @@
 -- ARGV[4] now, epoch milliseconds
 -- ARGV[5] publish command
 -- ARGV[6] latch TTL, milliseconds
+-- The one-hop grant (syncprims; optional, with all of the following):
+-- KEYS[6] grant registry "syncprims_lock_waiters:{name}:fair" (fair_acquire.lua)
+-- KEYS[7] grant marker "syncprims_lock_granted:{name}"
+-- KEYS[8] direct grant list prefix "syncprims_lock_handoff:{name}:"
+-- ARGV[7] grant channel prefix "syncprims_lock_grant:{name}:" (+ client id)
+-- ARGV[8] "" (an unlock), or the registration of a grant to give back (its waiter had gone):
+--         then the owner's hold is released only while the marker still names that grant
+-- When the head waiter is registered, it is handed the free lock instead of notified, as
+-- lock_unlock_one.lua hands it to an RLock's waiter: its client's liveness is checked (the
+-- grant published on the client's grant channel reached a subscriber; or, for a direct
+-- "b|" registration, PUBSUB NUMSUB of that channel and the LPUSH on the waiter's list), and
+-- then this script makes the head's acquisition as fair_acquire.lua would (out of the queue,
+-- the deadlines behind it one slot earlier, its hold with the registered lease) and sets the
+-- marker. A head whose client is not heard is notified as before.
 -- Reply: nil when the owner does not hold the lock; 0 when a reentrant hold was released;
 --        1 when the lock was released; 2 when the lock did not exist (the head waiter is
 --        notified anyway; Redisson answers 1 there, syncprims raises: see FairLock).
@@ -19,10 +33,62 @@ local val = redis.call('get', KEYS[5])
 if val ~= false then
     return tonumber(val)
 end
-purge(KEYS[2], KEYS[3], tonumber(ARGV[4]))
+local grants = KEYS[6]
+if grants and ARGV[8] ~= '' then
+    if redis.call('get', KEYS[7]) ~= ARGV[8] then
+        return nil  -- claimed by its waiter meanwhile, or long gone: nothing to give back
+    end
+    redis.call('del', KEYS[7])
+end
+purge(KEYS[2], KEYS[3], tonumber(ARGV[4]), grants)
+local function grant(head)
+    local entry = redis.call('hget', grants, head)
+    if not entry then
+        return false
+    end
+    local slot, member, kind, lease, wait, field, client =
+        string.match(entry, '^(%d+) (([gb])|(%d+)|([^|.]+)[^|]*|(([^:]+):.+))$')
+    if not member or field ~= head then
+        return false
+    end
+    local heard
+    if kind == 'g' then
+        -- pcall: a user whose ACL lacks the grant channels gets no grants, not an error
+        heard = redis.pcall(ARGV[5], ARGV[7] .. client, member)
+    else
+        if ARGV[5] == 'SPUBLISH' then
+            heard = redis.pcall('pubsub', 'shardnumsub', ARGV[7] .. client)
+        else
+            heard = redis.pcall('pubsub', 'numsub', ARGV[7] .. client)
+        end
+        heard = type(heard) == 'table' and tonumber(heard[2]) or 0
+        if heard > 0 then
+            local list = KEYS[8] .. wait .. '|' .. field
+            if type(redis.pcall('lpush', list, member)) == 'number' then
+                redis.call('pexpire', list, lease)
+            else
+                heard = 0
+            end
+        end
+    end
+    if type(heard) ~= 'number' or heard == 0 then
+        return false
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    local waiters = redis.call('zrange', KEYS[3], 0, -1)
+    for i = 1, #waiters do
+        redis.call('zincrby', KEYS[3], -tonumber(slot), waiters[i])
+    end
+    redis.call('hdel', grants, head)
+    redis.call('hset', KEYS[1], head, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    redis.call('set', KEYS[7], member, 'px', lease)
+    return true
+end
 local function notify_head()
     local head = redis.call('lindex', KEYS[2], 0)
-    if head ~= false then
+    if head ~= false and not (grants and grant(head)) then
         redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
     end
 end
@@ -41,6 +107,9 @@ if counter > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
+if grants then
+    redis.call('del', KEYS[7])  -- a grant's marker ends with its hold (set again if granted)
+end
 redis.call('set', KEYS[5], 1, 'px', ARGV[6])
 notify_head()
 return 1

@@ -74,6 +74,7 @@ _LUA = resources.files("syncprims._protocol").joinpath("lua")
 _CHANNELS_IN_ARGV = {
     ("latch_ops.lua", "ARGV[4]"),
     ("lock_unlock_one.lua", "ARGV[7] .. client"),
+    ("fair_unlock.lua", "ARGV[7] .. client"),
 }
 _ROOTED = re.compile(r"KEYS\[[^\]]+\](\s*\.\.\s*.+)?$")  # KEYS[i], or KEYS[i] .. suffix
 _DYNAMIC_CODE = re.compile(r"\b(loadstring|load|dofile|require|setfenv|getfenv|_G)\b")
@@ -119,10 +120,11 @@ def _script_violations(sources: dict[str, str], granted: set[str]) -> list[str]:
         for match in re.finditer(r"local function (\w+)\(([^)]*)\)", source):
             helpers[match[1]] = (file, [p.strip() for p in match[2].split(",") if p.strip()])
     key_params: dict[str, set[int]] = {}  # helper -> positions of parameters used as keys
+    derived_in: dict[str, set[str]] = {}  # file -> its locals that hold a KEYS entry
     for file, source in sources.items():
         if _DYNAMIC_CODE.search(source):
             found.append(f"{file}: builds code at run time")
-        derived = {
+        derived = derived_in[file] = {
             m[1] for m in re.finditer(r"local (\w+) = (.+)", source) if _ROOTED.match(m[2].strip())
         }
         params = {
@@ -158,7 +160,9 @@ def _script_violations(sources: dict[str, str], granted: set[str]) -> list[str]:
                 if args == helpers[name][1]:
                     continue  # the definition
                 for pos in positions:
-                    if pos >= len(args) or not _ROOTED.match(args[pos]):
+                    if pos >= len(args):
+                        continue  # left out: nil, no key (an optional key parameter)
+                    if not _ROOTED.match(args[pos]) and args[pos] not in derived_in[file]:
                         found.append(f"{file}: {name}({', '.join(args)}): key not from KEYS")
     return found
 
@@ -188,11 +192,15 @@ def test_scripts_take_every_key_from_KEYS() -> None:  # noqa: N802
         "e.lua": "local c = 'del'\nredis.call(c, KEYS[1])",
         "f.lua": "loadstring(ARGV[1])()",
         "g.lua": "local function h(name)\n  redis.call('del', name)\nend\nh(ARGV[1])",
+        "j.lua": "local function j(a, b)\n  redis.call('del', b)\nend\nlocal k = ARGV[1]\nj(KEYS[1], k)",
     }
     violations = _script_violations(bad, granted)
     assert {v.split(":")[0] for v in violations} == set(bad), violations
     good = {
         "h.lua": "local function h(name)\n  redis.call('del', name)\nend\nh(KEYS[1] .. ':x')",
         "i.lua": "local k = KEYS[2] .. ':' .. ARGV[1]\nredis.call(ARGV[3], k, '0')",
+        # a helper's key parameter given a local that holds a KEYS entry, or left out (nil)
+        "k.lua": "local function f(a, b)\n  if b then redis.call('del', b) end\nend\n"
+        "local k = KEYS[2]\nf(KEYS[1], k)\nf(KEYS[1])",
     }
     assert _script_violations(good, granted) == []
