@@ -170,8 +170,10 @@ class Config:
         replica_sync_timeout: seconds to wait for those replicas (Redisson
             ``slavesSyncTimeout``, 1 s).
         lock_grant_handoff: an RLock release hands the lock straight to the syncprims
-            waiter that has waited longest, which then returns without another round trip
-            (the one-hop grant, ``docs/locks.md``; default ``True``). The cost: a waiter
+            waiter that has waited longest, and a FairLock release to the head of its queue
+            when that is a registered syncprims waiter, which then returns without another
+            round trip (the one-hop grant, ``docs/locks.md``, ``docs/fair-lock.md``; default
+            ``True``). The cost: a waiter
             that is alive but stopped (a debugger, a long GC pause, a partition) when it is
             granted the lock holds it until its lease runs out (30 s under the watchdog),
             where without grants it costs others 0.1 s. ``False``: a release only wakes that
