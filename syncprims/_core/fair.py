@@ -147,13 +147,16 @@ class FairLockCore(LockCore):
             await self._leave_queue(field, wait)
 
     def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
-        return self._unlock_call(field, lease, latch, "")
+        return self._unlock_call(field, lease, latch, "", grants=self._own_keys())
 
     def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
-        return self._unlock_call(field, self._watchdog_ms(), latch, member)
+        # always conditional on the marker (never a plain release of the owner's hold)
+        return self._unlock_call(field, self._watchdog_ms(), latch, member, grants=True)
 
-    def _unlock_call(self, field: str, lease: int, latch: str, give_back: str) -> ScriptCall:
-        """``fair_unlock.lua``, granting the head waiter when this client uses the grant."""
+    def _unlock_call(
+        self, field: str, lease: int, latch: str, give_back: str, *, grants: bool
+    ) -> ScriptCall:
+        """``fair_unlock.lua``; with ``grants``, the one that may grant the head waiter."""
         ex = self._ex
         keys = [self.name, self.queue, self.timeouts, self.channel, latch]
         args: list[Arg] = [
@@ -164,7 +167,7 @@ class FairLockCore(LockCore):
             self.publish,
             ex.bounds.unlock_latch_ttl_ms,
         ]
-        if self._own_keys():
+        if grants:
             keys += [self.grants, self.grant_marker, self._handoff_prefix]
             args += [self._grant_prefix, give_back]
         return ScriptCall(scripts.FAIR_UNLOCK, keys, args)
