@@ -7,10 +7,13 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
 import syncprims
 from syncprims import LockNotHeldError
+from syncprims._core import lock as lock_module
 from syncprims._embedded import RedisServer
+from syncprims._protocol import scripts
 from tests.harness import Face, lock_fields, within
 
 pytestmark = pytest.mark.real
@@ -55,6 +58,43 @@ async def test_waiter_gets_the_red_lock_when_released(
     assert await within(10, waiter)
     assert time.monotonic() - released < 2  # a release wakes it (or its back-off does)
     await b(red.unlock)
+
+
+async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
+    face: Face, five: list[RedisServer], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RedLock never registers its waits, so its sub-locks run Redisson's plain scripts
+    (as the raw fan-out it is measured against), not the one wake-up's. An RLock waiter of
+    the same name on one master, which did register, is still woken by the RedLock
+    release's ``0`` (re-checks a minute apart here: only the wake-up can end the wait)."""
+    monkeypatch.setattr(lock_module, "ONE_WAKE_SLICE_MS", 60_000)
+    raws: list[Any] = [redis.Redis.from_url(server.url) for server in five]
+    try:
+        for raw in raws:
+            raw.script_flush()
+        masters = await face.connect_many(_urls(five))
+        single = await face.connect(five[0].url, wait_recheck_interval=60)
+        red = masters.get_red_lock(name)
+        a, b = face.actor(), face.actor()
+        assert await a(red.try_lock, lease_time=30)
+        waiter = asyncio.ensure_future(b(single.get_lock(name).try_lock, wait_time=20))
+        deadline = time.monotonic() + 10
+        while not raws[0].zcard(f"syncprims_lock_waiters:{{{name}}}"):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # blocked in its wait by now
+        await a(red.unlock)
+        assert await within(10, waiter)
+        await b(single.get_lock(name).unlock)
+        assert lock_fields(five, name) == [0, 0, 0, 0, 0]
+        plain = [scripts.LOCK_ACQUIRE.sha, scripts.LOCK_UNLOCK.sha]
+        one_wake = [scripts.LOCK_ACQUIRE_ONE.sha, scripts.LOCK_UNLOCK_ONE.sha]
+        for raw in raws[1:]:  # only the RedLock ran scripts there
+            assert raw.script_exists(*plain) == [True, True]
+            assert raw.script_exists(*one_wake) == [False, False]
+    finally:
+        for raw in raws:
+            raw.close()
 
 
 async def test_two_dead_masters_tolerated_three_not(

@@ -774,6 +774,10 @@ class LockCore(ExpirableCore):
         """The unlock script call; its reply: nil (not held), 0 (still held), 1 (released)."""
         if self._one_wake():
             return self._unlock_one_command(field, lease, latch, "")
+        return self._plain_unlock_command(field, lease, latch)
+
+    def _plain_unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+        """Redisson's unlock script (``lock_unlock.lua``): the ``0`` on the lock channel."""
         args: list[Arg] = [
             UNLOCK_MESSAGE,
             lease,
@@ -1174,11 +1178,26 @@ class LockCore(ExpirableCore):
 
     # -- parts for a fan-out over several locks (MultiLock, RedLock) ---------------------------
 
+    def fan_out_own_keys(self) -> bool:
+        """Whether this lock's fan-out calls use syncprims' own keys (see :meth:`_own_keys`).
+
+        An RLock's do not: a MultiLock or RedLock waits in a loop of its own and never
+        registers its waits, so nothing of the one wake-up per release is there to keep, and
+        its sub-locks run Redisson's plain scripts, as the raw fan-out it is measured against
+        (a release's ``0`` still wakes an RLock waiter registered on one of the masters).
+        Kinds with scripts of their own (a FairLock's grant) keep theirs."""
+        return not self.one_wake and self._own_keys()
+
     def acquire_call(self, field: str, lease: int) -> Call:
         """A single acquire attempt (never queues) as a fan-out call."""
+        command = (
+            ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
+            if self.one_wake
+            else self.acquire_command(field, lease, 0.0)
+        )
         return Call(
             self._ex,
-            self.acquire_command(field, lease, 0.0),
+            command,
             self.context("acquiring"),
             lambda late: self.on_abandoned_attempt(field, 0.0, late),
             skip_if_busy=True,
@@ -1192,9 +1211,12 @@ class LockCore(ExpirableCore):
         async def late(reply: Any) -> None:  # finished after the fan-out had its quorum
             self.settle_release(field, reply, latch, unknown=False)
 
-        return Call(
-            self._ex, self.unlock_command(field, lease, latch), self.context("releasing"), late
-        ), latch
+        command = (
+            self._plain_unlock_command(field, lease, latch)
+            if self.one_wake
+            else self.unlock_command(field, lease, latch)
+        )
+        return Call(self._ex, command, self.context("releasing"), late), latch
 
     async def retry_release(self, call: Call) -> tuple[Any, bool]:
         """Retry a release call alone (idempotent: the same latch key); its reply (or the

@@ -109,7 +109,7 @@ class MultiLockCore:
         try:
             while True:
                 started = ex.monotonic()
-                own_keys = [sub._own_keys() for sub, _, _, _ in plans]
+                own_keys = [sub.fan_out_own_keys() for sub, _, _, _ in plans]
                 replies = await ex.eval_many(
                     [sub.acquire_call(field, lease) for sub, field, lease, _ in plans],
                     self._settled(plans),
@@ -225,7 +225,7 @@ class MultiLockCore:
         """
         if not holds:
             return []
-        own_keys = [sub._own_keys() for sub, _ in holds]
+        own_keys = [sub.fan_out_own_keys() for sub, _ in holds]
         calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
         need = self.required()
 
