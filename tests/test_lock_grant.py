@@ -485,3 +485,46 @@ def test_a_blocking_pool_gets_grants_by_message(redis_server: RedisServer, pool:
         waiter.shutdown()
         source.disconnect()
         raw.close()
+
+
+async def test_a_grant_message_wakes_its_waiter_alone(
+    face: Face, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several threads (tasks) of one client wait; a release grants the lock to the one that
+    waited longest, and its message wakes that waiter alone: the others run no attempt (no
+    herd within the client). Re-checks are a minute apart here, so any script but the
+    release's would be a woken waiter's."""
+    monkeypatch.setattr(lock_module, "ONE_WAKE_SLICE_MS", 60_000)
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    raw: Any = redis.Redis.from_url(redis_server.url)
+    holder_client = await face.connect(redis_server.url, lock_synced_replicas=0)
+    client = await face.connect(
+        redis_server.url, lock_synced_replicas=0, lock_grant_direct=False, wait_recheck_interval=60
+    )
+    holder = face.actor()
+    waiters = [face.actor() for _ in range(4)]
+    try:
+        await holder(holder_client.get_lock(name).lock)
+        await holder(holder_client.get_lock(name).unlock)  # its script loaded (no NOSCRIPT)
+        await holder(holder_client.get_lock(name).lock)
+        waits = []
+        for n, waiter in enumerate(waiters):
+            waits.append(
+                asyncio.ensure_future(waiter(client.get_lock(name).try_lock, wait_time=30))
+            )
+            await _members(raw, name, n + 1)
+        await asyncio.sleep(0.3)  # every waiter blocked by now
+        scripts_before = raw.info("commandstats")["cmdstat_evalsha"]["calls"]
+        await holder(holder_client.get_lock(name).unlock)
+        assert await within(10, waits[0])  # the longest waiting one
+        await asyncio.sleep(0.3)
+        scripts = raw.info("commandstats")["cmdstat_evalsha"]["calls"] - scripts_before
+        assert scripts == 1  # the release alone: no woken waiter ran an attempt
+        assert not any(w.done() for w in waits[1:])
+        for n, waiter in enumerate(waiters):  # the others in turn, each woken by its grant
+            await waiter(client.get_lock(name).unlock)
+            if n + 1 < len(waits):
+                assert await within(10, waits[n + 1])
+        assert raw.exists(name) == 0
+    finally:
+        raw.close()

@@ -141,24 +141,29 @@ def grant_policy(channel: Callable[[str], str], give_back: Callable[[str], None]
 
     def policy(waiters: Wakeable, message: bytes) -> None:
         member = message.decode()
-        if _record_grant(member):
-            waiters.wake_paired(channel(member))
-        else:
+        live, waker = _record_grant(member)
+        if not live:
             give_back(member)
+        elif waker is not None:  # its waiter is blocked: wake it alone
+            waker()
+        else:  # its waiter is between waits (it finds the grant) or in a plain wait
+            waiters.wake_paired(channel(member))
 
     return policy
 
 
-def _record_grant(member: str) -> bool:
+def _record_grant(member: str) -> tuple[bool, Callable[[], None] | None]:
     """Record the grant to ``member`` on its wait (its message, or its direct push, came);
-    ``False`` when no wait takes it any more (it is to be given back)."""
+    ``False`` when no wait takes it any more (it is to be given back). With ``True``, what
+    wakes the waiter alone while it is blocked (:meth:`LockCore._wait_for_grant`), if it is."""
     with _GRANT_MUTEX:
         wait = _GRANT_WAITS.get(member)
         live = wait is not None and not wait.claimed and member in (wait.member, wait.next)
         if wait is not None and live:
             wait.granted = member
             wait.since = wait.next_sent if member == wait.next else wait.floor
-    return live
+            return True, wait.waker
+    return False, None
 
 
 ONE_WAKE_ENTRY_MS = 10_000  # a waiting client's registration lives this long (NX: not renewed)
@@ -211,6 +216,7 @@ class _GrantWait:
         "next_sent",
         "prefix",
         "since",
+        "waker",
     )
 
     def __init__(self, lease: int, field: str, direct_prefix: str | None = None) -> None:
@@ -228,6 +234,7 @@ class _GrantWait:
         self.granted: str | None = None  # the member whose grant's message arrived
         self.since = 0.0  # ``floor`` when it arrived
         self.claimed = False  # a grant was taken (by its message or by an attempt)
+        self.waker: Callable[[], None] | None = None  # wakes the waiter alone while blocked
 
     @property
     def direct(self) -> bool:
@@ -560,8 +567,29 @@ class LockCore(ExpirableCore):
                 popped = await ex.wait_pushed(sub, grant.key, pause, self.name)
                 if isinstance(popped, bytes) and popped != WAKE_TOKEN:
                     member = popped.decode()
-                    if not _record_grant(member):
+                    if not _record_grant(member)[0]:
                         self._give_back_later(member)
+
+        else:
+            # A grant's message wakes this waiter alone (the grant channel's rule calls its
+            # waker), not every local waiter of the lock (several threads or tasks of one
+            # client would all run an attempt for one grant: a herd within the client).
+            ex = self._ex
+
+            def arm(wake: Callable[[], None]) -> None:
+                with _GRANT_MUTEX:
+                    ready = grant.granted is not None and not grant.claimed
+                    if not ready:
+                        grant.waker = wake
+                if ready:  # came while it was not blocked: do not block
+                    wake()
+
+            async def block(sub: Subscription, pause: float) -> None:
+                try:
+                    await ex.wait(sub, pause, arm)
+                finally:
+                    with _GRANT_MUTEX:
+                        grant.waker = None
 
         return await acquire_loop(
             self._ex,

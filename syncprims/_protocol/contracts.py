@@ -140,6 +140,11 @@ class Wakeable(Protocol):
 WakePolicy = Callable[[Wakeable, bytes], None]
 """How a message on a channel wakes that channel's local waiters."""
 
+Armed = Callable[[Callable[[], None]], None]
+"""Called once a wait is queued on a subscription's latch, with a function that wakes that
+one wait (if it still waits; it must not block): a wake-up aimed at one waiter (an RLock's
+grant message), where a release of the latch wakes the first in line."""
+
 
 class Subscription(Protocol):
     """A reference on a channel subscription, as the core holds it."""
@@ -358,8 +363,11 @@ class Executor(Protocol):
             ServerReplyError: Redis refused the subscription (an ACL without the channel).
         """
 
-    async def wait(self, sub: Subscription, timeout: float | None) -> bool:
-        """Wait for a wake-up on the subscription; ``False`` after ``timeout`` seconds."""
+    async def wait(
+        self, sub: Subscription, timeout: float | None, armed: Armed | None = None
+    ) -> bool:
+        """Wait for a wake-up on the subscription; ``False`` after ``timeout`` seconds.
+        ``armed``: see :data:`Armed`."""
 
     @property
     def pops_grants(self) -> bool:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from syncprims._protocol.contracts import PENDING, Call, Enough, Orphan, WakePolicy
+from syncprims._protocol.contracts import PENDING, Armed, Call, Enough, Orphan, WakePolicy
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import MIN_GRACE
 from syncprims._runtime.base import ExecutorBase
@@ -278,9 +278,9 @@ class AsyncExecutor(ExecutorBase):
         sub.raise_if_refused()
         return ready
 
-    async def wait(self, sub: Any, timeout: float | None) -> bool:
+    async def wait(self, sub: Any, timeout: float | None, armed: Armed | None = None) -> bool:
         assert isinstance(sub, Subscription)
-        woken = await sub.latch.wait_async(timeout)
+        woken = await sub.latch.wait_async(timeout, armed)
         sub.raise_if_refused()
         return woken
 

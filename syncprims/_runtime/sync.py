@@ -19,6 +19,7 @@ from typing import Any
 from syncprims._protocol.contracts import (
     PUSHED_TTL_MS,
     WAKE_TOKEN,
+    Armed,
     Call,
     Enough,
     Orphan,
@@ -240,9 +241,9 @@ class SyncExecutor(ExecutorBase):
         sub.raise_if_refused()
         return ready
 
-    async def wait(self, sub: Any, timeout: float | None) -> bool:
+    async def wait(self, sub: Any, timeout: float | None, armed: Armed | None = None) -> bool:
         assert isinstance(sub, Subscription)
-        woken = sub.latch.wait_sync(timeout)
+        woken = sub.latch.wait_sync(timeout, armed)
         sub.raise_if_refused()
         return woken
 

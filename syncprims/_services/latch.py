@@ -17,6 +17,8 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from syncprims._protocol.contracts import Armed
+
 __all__ = ["Latch", "Signal"]
 
 
@@ -143,8 +145,14 @@ class Latch(_WaiterQueue):
             return True
         return False
 
-    def wait_sync(self, timeout: float | None) -> bool:
+    def _wake_one(self, waiter: _Waiter) -> None:
+        """Wake ``waiter`` if it is still queued (not woken, not timed out)."""
+        if self._detach(waiter):
+            waiter.wake()
+
+    def wait_sync(self, timeout: float | None, armed: Armed | None = None) -> bool:
         """Block the calling thread until woken, a permit is available, or ``timeout`` seconds.
+        ``armed``: see :data:`Armed` (not called when a permit was taken).
 
         Returns:
             ``True`` when woken (or a permit was taken), ``False`` on timeout.
@@ -154,6 +162,8 @@ class Latch(_WaiterQueue):
             if self._take_permit():
                 return True
             self._waiters.append(waiter)
+        if armed is not None:
+            armed(lambda: self._wake_one(waiter))
         try:
             woken = waiter.block(timeout)
         except BaseException:  # interrupted (KeyboardInterrupt...)
@@ -180,8 +190,9 @@ class Latch(_WaiterQueue):
         assert isinstance(token, _Waiter)
         return self._detach(token)
 
-    async def wait_async(self, timeout: float | None) -> bool:
+    async def wait_async(self, timeout: float | None, armed: Armed | None = None) -> bool:
         """Await a wake-up, a permit, or ``timeout`` seconds on the running loop.
+        ``armed``: see :data:`Armed` (not called when a permit was taken).
 
         Returns:
             ``True`` when woken (or a permit was taken), ``False`` on timeout.
@@ -191,6 +202,8 @@ class Latch(_WaiterQueue):
             if self._take_permit():
                 return True
             self._waiters.append(waiter)
+        if armed is not None:
+            armed(lambda: self._wake_one(waiter))
         try:
             woken = await waiter.block(timeout)
         except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -155,3 +156,47 @@ def test_an_enlisted_wait_is_woken_by_its_callback_in_turn() -> None:
     assert other is not None and latch.delist(other)  # left before any wake-up
     latch.release(1)
     assert woken == ["popper"]
+
+
+def test_an_armed_wait_is_woken_alone() -> None:
+    """``armed`` hands a waiter a wake-up aimed at it alone (an RLock's grant message): it
+    wakes that waiter, not the first in line; it does nothing once the wait is over; a kept
+    permit is taken without arming."""
+    latch = Latch()
+    first: list[bool] = []
+    armed: list[bool] = []
+    wakes: list[Callable[[], None]] = []
+    threads = [
+        threading.Thread(target=lambda: first.append(latch.wait_sync(5))),
+        threading.Thread(target=lambda: armed.append(latch.wait_sync(5, wakes.append))),
+    ]
+    threads[0].start()
+    while latch.waiting() < 1:
+        time.sleep(0.001)
+    threads[1].start()
+    while latch.waiting() < 2:
+        time.sleep(0.001)
+    assert len(wakes) == 1
+    wakes[0]()  # the second in line, alone
+    threads[1].join(5)
+    assert armed == [True] and first == [] and latch.waiting() == 1
+    wakes[0]()  # over: nothing happens (no permit is kept for anyone)
+    latch.release(1)
+    threads[0].join(5)
+    assert first == [True] and latch.waiting() == 0
+
+    async def tasks() -> None:
+        task_wakes: list[Callable[[], None]] = []
+        waiting = asyncio.ensure_future(latch.wait_async(5, task_wakes.append))
+        while not task_wakes:
+            await asyncio.sleep(0.001)
+        task_wakes[0]()  # on the waiter's own loop (the asyncio reader task)
+        assert await asyncio.wait_for(waiting, 5)
+        assert not await latch.wait_async(0.05, task_wakes.append)  # timed out, armed again
+        assert len(task_wakes) == 2
+        task_wakes[1]()  # over: nothing happens
+
+    asyncio.run(tasks())
+    latch.release(1, cap=1)
+    never: list[Callable[[], None]] = []
+    assert latch.wait_sync(5, never.append) and never == []  # the permit, not armed
