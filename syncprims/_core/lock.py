@@ -175,7 +175,9 @@ GRANTED = -3  # an acquire reply: a release granted this wait the lock, and the 
 
 class _GrantWait:
     """One owner's wait that a release may hand the lock to (the one-hop grant,
-    ``lock_unlock_one.lua``; docs/design.md, "The one-hop grant").
+    ``lock_unlock_one.lua``; docs/design.md, "The one-hop grant"). A FairLock's waits are
+    the same, registered in its own registry and granted by ``fair_unlock.lua`` when they
+    reach the head of the queue (:class:`~syncprims._core.fair.FairLockCore`).
 
     The wait is registered as ``member`` (``g|<lease ms>|<wait id>|<owner field>``); a release
     that grants it writes the owner's hold, sets the grant marker to ``member`` and publishes

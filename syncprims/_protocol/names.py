@@ -10,8 +10,8 @@ from __future__ import annotations
 __all__ = [
     "check_cluster_name",
     "check_name",
-    "has_hash_tag",
     "fair_grant_registry_name",
+    "has_hash_tag",
     "key_prefix",
     "lock_channel",
     "lock_handoff_list_prefix",
