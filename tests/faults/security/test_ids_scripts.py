@@ -192,7 +192,8 @@ def test_scripts_take_every_key_from_KEYS() -> None:  # noqa: N802
         "e.lua": "local c = 'del'\nredis.call(c, KEYS[1])",
         "f.lua": "loadstring(ARGV[1])()",
         "g.lua": "local function h(name)\n  redis.call('del', name)\nend\nh(ARGV[1])",
-        "j.lua": "local function j(a, b)\n  redis.call('del', b)\nend\nlocal k = ARGV[1]\nj(KEYS[1], k)",
+        "j.lua": "local function j(a, b)\n  redis.call('del', b)\nend\n"
+        "local k = ARGV[1]\nj(KEYS[1], k)",
     }
     violations = _script_violations(bad, granted)
     assert {v.split(":")[0] for v in violations} == set(bad), violations
