@@ -14,7 +14,6 @@ backend, both faces; the blocking face both ways.
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 import uuid
@@ -27,11 +26,10 @@ import syncprims
 from syncprims._core import lock as lock_module
 from syncprims._embedded import RedisServer
 from syncprims._protocol.names import fair_grant_registry_name, lock_grant_marker_name
-from syncprims.bench.history import Hold, analyse
 from tests import test_lock_grant as _grant_tests
 from tests.harness import Face, raw_pubsub, within
-from tests.test_fair_lock import queue_key, timeout_key
-from tests.test_lock_grant import _connect, _field, _kind
+from tests.test_fair_lock import _until, queue_key, timeout_key
+from tests.test_lock_grant import _connect, _field, _kind, waits_ending_while_granted
 
 # the RLock grant tests' fixtures: how a grant reaches the waiter (direct / message)
 delivery = _grant_tests.delivery
@@ -40,12 +38,22 @@ _delivery_for_connect = _grant_tests._delivery_for_connect
 SLOT_MS = 20_000  # the wait slot of a try_lock(wait_time=20)
 
 
-async def _until(check: Any, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
+def _grant_by_hand(raw: Any, name: str, member: str) -> None:
+    """What a release's grant to ``member`` writes (fair_unlock.lua), without its message
+    or push."""
+    raw.eval(
+        """
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], ARGV[2])
+        redis.call('hdel', KEYS[4], ARGV[2])
+        redis.call('del', KEYS[1])
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], 30000)
+        redis.call('set', KEYS[5], ARGV[1], 'px', 30000)
+        """,
+        5, name, queue_key(name), timeout_key(name), fair_grant_registry_name(name),
+        lock_grant_marker_name(name), member, _field(member),
+    )  # fmt: skip
 
 
 def _registrations(raw: Any, name: str) -> dict[str, tuple[int, str]]:
@@ -153,21 +161,8 @@ async def test_a_grant_whose_delivery_was_lost_is_claimed_by_the_next_attempt(
     holder, waiter = face.actor(), face.actor()
     await holder(holder_client.get_fair_lock(name).lock, lease_time=60)
     waiting = asyncio.ensure_future(waiter(client.get_fair_lock(name).try_lock, wait_time=20))
-    [(field, (_, member))] = (await _registered(raw, name, 1)).items()
-    # What a release's grant writes, without its message or push.
-    raw.eval(
-        """
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], ARGV[2])
-        redis.call('hdel', KEYS[4], ARGV[2])
-        redis.call('del', KEYS[1])
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], 30000)
-        redis.call('set', KEYS[5], ARGV[1], 'px', 30000)
-        """,
-        5, name, queue_key(name), timeout_key(name), fair_grant_registry_name(name),
-        lock_grant_marker_name(name), member, field,
-    )  # fmt: skip
+    [(_, (_, member))] = (await _registered(raw, name, 1)).items()
+    _grant_by_hand(raw, name, member)  # its message or push lost
     assert await within(10, waiting)  # its next re-check (at most a second) claimed it
     lock = client.get_fair_lock(name)
     assert await waiter(lock.get_hold_count) == 1  # counted once
@@ -213,19 +208,7 @@ def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
 
     async def granted_first(self: Any, member: str, direct: bool, wait: float) -> None:
         assert direct and member.startswith("b|")
-        raw.eval(  # the release's grant, between the last attempt and the leave
-            """
-            redis.call('lpop', KEYS[2])
-            redis.call('zrem', KEYS[3], ARGV[2])
-            redis.call('hdel', KEYS[4], ARGV[2])
-            redis.call('del', KEYS[1])
-            redis.call('hset', KEYS[1], ARGV[2], 1)
-            redis.call('pexpire', KEYS[1], 30000)
-            redis.call('set', KEYS[5], ARGV[1], 'px', 30000)
-            """,
-            5, name, queue_key(name), timeout_key(name), fair_grant_registry_name(name),
-            lock_grant_marker_name(name), member, _field(member),
-        )  # fmt: skip
+        _grant_by_hand(raw, name, member)  # between the last attempt and the leave
         await leave(self, member, direct, wait)
 
     monkeypatch.setattr(lock_module.LockCore, "_leave_registry", granted_first)
@@ -293,54 +276,11 @@ def test_waits_that_end_while_grants_are_in_flight_keep_exclusion_and_order(
     """Many short waits end while releases grant them the lock: every grant is either taken
     or given back. Exclusion holds, every update is kept, the queue and the registry end
     empty and the lock free."""
-    name = f"test:{uuid.uuid4().hex[:12]}"
-    url = redis_server.url
-    raw = redis.Redis.from_url(url)
-    clients = [syncprims.connect(url, lock_synced_replicas=0) for _ in range(4)]
-    holds: list[Hold] = []
-    record = threading.Lock()
-    timeouts = [0]
 
-    def run(worker: int, thread: int) -> None:
-        lock = clients[worker].get_fair_lock(name)
-        rng = random.Random(worker * 10 + thread)
-        stop = time.monotonic() + 4
-        while time.monotonic() < stop:
-            if not lock.try_lock(wait_time=rng.choice([0.001, 0.003, 0.01, 0.03, 1.0])):
-                with record:
-                    timeouts[0] += 1
-                continue
-            acquired = time.monotonic_ns()
-            raw.set(f"{name}:n", int(raw.get(f"{name}:n") or 0) + 1)
-            released = time.monotonic_ns()
-            lock.unlock()
-            with record:
-                holds.append(Hold(worker, thread, acquired, released))
-
-    threads = [
-        threading.Thread(target=run, args=(w, t), daemon=True) for w in range(4) for t in range(2)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not any(t.is_alive() for t in threads)
-    try:
-        overlaps, _ = analyse(holds)
-        assert overlaps == 0
-        assert int(raw.get(f"{name}:n") or 0) == len(holds) > 100
-        assert timeouts[0] > 10  # waits did end early (and some of them while granted)
-        deadline = time.monotonic() + 5  # grants still in flight are given back
-        while raw.exists(name) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert raw.exists(name) == 0
+    def empty(raw: Any, name: str) -> None:
         assert raw.exists(queue_key(name)) == 0
         assert raw.hlen(fair_grant_registry_name(name)) == 0
-        ids = {client.id for client in clients}  # every wait's record was dropped
-        assert [
-            m for m in lock_module._GRANT_WAITS if m.split("|", 3)[3].split(":")[0] in ids
-        ] == []
-    finally:
-        for client in clients:
-            client.shutdown()
-        raw.close()
+
+    waits_ending_while_granted(
+        redis_server.url, lambda client, name: client.get_fair_lock(name), empty
+    )

@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -248,21 +248,25 @@ async def test_grants_off_or_a_short_lease_register_the_client(
     await b(on.get_lock(name).unlock)
 
 
-def test_waits_that_end_while_grants_are_in_flight_keep_exclusion(
-    redis_server: RedisServer,
+def waits_ending_while_granted(
+    url: str,
+    get_lock: Callable[[Any, str], Any],
+    check: Callable[[Any, str], None] | None = None,
 ) -> None:
-    """Many short waits end while releases grant them the lock: every grant is either taken
-    or given back. Exclusion holds, every update is kept, and the lock ends free."""
+    """4 clients x 2 threads make short waits on one lock for 4 s (``get_lock(client,
+    name)``: the kind), many ending while a release grants them the lock: every grant is
+    either taken or given back. Asserts exclusion, every update kept, waits that did end
+    early, the lock free at the end and every wait's record dropped; then ``check(raw
+    client, name)``, the kind's own checks."""
     name = f"test:{uuid.uuid4().hex[:12]}"
-    url = redis_server.url
-    raw = redis.Redis.from_url(url)
+    raw: Any = redis.Redis.from_url(url)
     clients = [syncprims.connect(url, lock_synced_replicas=0) for _ in range(4)]
     holds: list[Hold] = []
     record = threading.Lock()
     timeouts = [0]
 
     def run(worker: int, thread: int) -> None:
-        lock = clients[worker].get_lock(name)
+        lock = get_lock(clients[worker], name)
         rng = random.Random(worker * 10 + thread)
         stop = time.monotonic() + 4
         while time.monotonic() < stop:
@@ -294,6 +298,8 @@ def test_waits_that_end_while_grants_are_in_flight_keep_exclusion(
         while raw.exists(name) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert raw.exists(name) == 0
+        if check is not None:
+            check(raw, name)
         ids = {client.id for client in clients}  # every wait's record was dropped
         assert [
             m for m in lock_module._GRANT_WAITS if m.split("|", 3)[3].split(":")[0] in ids
@@ -302,6 +308,14 @@ def test_waits_that_end_while_grants_are_in_flight_keep_exclusion(
         for client in clients:
             client.shutdown()
         raw.close()
+
+
+def test_waits_that_end_while_grants_are_in_flight_keep_exclusion(
+    redis_server: RedisServer,
+) -> None:
+    """Many short waits end while releases grant them the lock: every grant is either taken
+    or given back. Exclusion holds, every update is kept, and the lock ends free."""
+    waits_ending_while_granted(redis_server.url, lambda client, name: client.get_lock(name))
 
 
 def test_the_grant_rule() -> None:

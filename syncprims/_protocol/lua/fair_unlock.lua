@@ -29,6 +29,7 @@
 --        1 when the lock was released; 2 when the lock did not exist (the head waiter is
 --        notified anyway; Redisson answers 1 there, syncprims raises: see FairLock).
 -- @include fair_purge
+-- @include grant_deliver
 local val = redis.call('get', KEYS[5])
 if val ~= false then
     return tonumber(val)
@@ -51,27 +52,8 @@ local function grant(head)
     if not member or field ~= head then
         return false
     end
-    local heard
-    if kind == 'g' then
-        -- pcall: a user whose ACL lacks the grant channels gets no grants, not an error
-        heard = redis.pcall(ARGV[5], ARGV[7] .. client, member)
-    else
-        if ARGV[5] == 'SPUBLISH' then
-            heard = redis.pcall('pubsub', 'shardnumsub', ARGV[7] .. client)
-        else
-            heard = redis.pcall('pubsub', 'numsub', ARGV[7] .. client)
-        end
-        heard = type(heard) == 'table' and tonumber(heard[2]) or 0
-        if heard > 0 then
-            local list = KEYS[8] .. wait .. '|' .. field
-            if type(redis.pcall('lpush', list, member)) == 'number' then
-                redis.call('pexpire', list, lease)
-            else
-                heard = 0
-            end
-        end
-    end
-    if type(heard) ~= 'number' or heard == 0 then
+    local list = KEYS[8] .. wait .. '|' .. field
+    if not deliver(kind, member, ARGV[7] .. client, list, lease, ARGV[5]) then
         return false
     end
     redis.call('lpop', KEYS[2])

@@ -37,6 +37,7 @@
 -- Reply: nil when the owner does not hold the lock, 0 when a reentrant hold was released
 --        (still held), 1 when the lock was released (key deleted, message published).
 --        A retry of the same request returns the first execution's reply.
+-- @include grant_deliver
 local val = redis.call('get', KEYS[3])
 if val ~= false then
     return tonumber(val)
@@ -80,30 +81,8 @@ if redis.call('exists', KEYS[4]) == 1 then
             end
             break
         end
-        -- pcall: a user whose ACL lacks the grant channels gets no grants, not an error
-        -- after the lock was deleted
-        local heard
-        if kind == 'g' then
-            heard = redis.pcall(ARGV[4], ARGV[7] .. client, head)
-        else
-            if ARGV[4] == 'SPUBLISH' then
-                heard = redis.pcall('pubsub', 'shardnumsub', ARGV[7] .. client)
-            else
-                heard = redis.pcall('pubsub', 'numsub', ARGV[7] .. client)
-            end
-            heard = type(heard) == 'table' and tonumber(heard[2]) or 0
-        end
-        if kind == 'b' and type(heard) == 'number' and heard > 0 then
-            -- pcall: an ACL without the grant lists refuses the push before anything is
-            -- written; the waiter is then skipped (its client falls back to messages)
-            local list = KEYS[8] .. wait .. '|' .. field
-            if type(redis.pcall('lpush', list, head)) == 'number' then
-                redis.call('pexpire', list, lease)
-            else
-                heard = 0
-            end
-        end
-        if type(heard) == 'number' and heard > 0 then
+        local list = KEYS[8] .. wait .. '|' .. field
+        if deliver(kind, head, ARGV[7] .. client, list, lease, ARGV[4]) then
             redis.call('hset', KEYS[1], field, 1)
             redis.call('pexpire', KEYS[1], lease)
             redis.call('set', KEYS[7], head, 'px', lease)
