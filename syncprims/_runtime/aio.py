@@ -201,12 +201,17 @@ class AsyncExecutor(ExecutorBase):
                         task.result() if task.exception() is None else task.exception()
                     )
         except asyncio.CancelledError:
-            # Calls still in flight are cancelled and undo themselves (on_orphan); calls that
-            # had already answered are undone here.
+            # Attempts still in flight are cancelled and undo themselves (on_orphan); calls
+            # that had already answered are undone here. A release (a call that is never
+            # skipped) is not cancelled: one cancelled before it was written would leave its
+            # hold to the lease; it finishes in the background, as after ``enough``.
             for task, i in tasks.items():
                 on_orphan = calls[i].on_orphan
                 if not task.done():
-                    task.cancel()
+                    if calls[i].skip_if_busy:
+                        task.cancel()
+                    else:
+                        executors[i]._finish_late(task, on_orphan)
                 elif on_orphan is not None and not task.cancelled() and task.exception() is None:
                     self._undo(on_orphan, task.result())
             raise
