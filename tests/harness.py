@@ -24,7 +24,16 @@ import syncprims.asyncio
 from syncprims import redis_from_url as plain_client
 from syncprims._embedded import RedisServer
 
-__all__ = ["Actor", "Face", "MakeLock", "raw_command", "raw_pubsub", "raw_redis", "within"]
+__all__ = [
+    "Actor",
+    "Face",
+    "MakeLock",
+    "raw_command",
+    "raw_pubsub",
+    "raw_redis",
+    "redis_py_major",
+    "within",
+]
 
 MakeLock = Callable[..., Any]
 """Makes a lock of the kind under test: ``make_lock(client, name, **getter_options)``."""
@@ -33,6 +42,11 @@ MakeLock = Callable[..., Any]
 def raw_redis(url: str) -> Any:
     """A plain redis-py client for ``url`` (any form), to look at what syncprims left."""
     return plain_client(url)
+
+
+def redis_py_major() -> int:
+    """The installed redis-py's major version (tests of redis-py's own behaviour only)."""
+    return int(redis.__version__.split(".")[0])
 
 
 def raw_command(client: redis.Redis, *args: str | int) -> Any:

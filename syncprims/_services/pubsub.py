@@ -47,17 +47,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-import redis.exceptions
-
 from syncprims._protocol.contracts import WakePolicy
 from syncprims._services.latch import Latch, Signal
+from syncprims._transport.connections import (
+    ERRORS,
+    agive,
+    aread,
+    atake,
+    give,
+    read_message,
+    readable,
+    take,
+)
 from syncprims.errors import ClientClosedError, ServerReplyError
 
 __all__ = [
@@ -78,13 +85,6 @@ MAX_IDLE = 1000
 """Most unused subscriptions kept; beyond this the oldest are dropped at the next sweep."""
 POLL = 0.25
 """Seconds between housekeeping rounds (sweeps, PINGs)."""
-_REDIRECTED = (
-    redis.exceptions.AskError,  # and MovedError
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ClusterDownError,
-)
-"""Error replies to SSUBSCRIBE that mean "not here, not now", not "not allowed"."""
-_FAILURES = (redis.exceptions.RedisError, OSError, TimeoutError)
 
 
 class Subscription:
@@ -293,7 +293,7 @@ class SubscriptionTable:
             channel = self._order.popleft()
             self._answered_locked(channel)
             sub = self.entries.pop(channel, None)  # the next user subscribes (and is refused) anew
-        if isinstance(error, _REDIRECTED):
+        if isinstance(error, ERRORS.ask + ERRORS.try_again + ERRORS.cluster_down):
             # A cluster slot on the move: not a refusal. As for an unrequested SUNSUBSCRIBE,
             # the waiters re-check and a new wait subscribes on the slot's new node.
             log.info("pub/sub: %r is served elsewhere now (%s)", channel, error)
@@ -395,7 +395,7 @@ class ThreadSubscriber:
     def _connect(self) -> Any:
         conn = self._held
         if conn is None:
-            conn = self._held = self._pool.get_connection()
+            conn = self._held = take(self._pool)
         else:
             conn.connect()
         table = self.table
@@ -444,10 +444,10 @@ class ThreadSubscriber:
         last_traffic = time.monotonic()
         ping_sent = 0.0
         while not table.is_closed():
-            if conn.can_read(timeout=POLL):
+            if readable(conn, POLL):
                 try:
-                    reply = conn.read_response(disable_decoding=True, push_request=True)
-                except redis.exceptions.ResponseError as error:
+                    reply = read_message(conn)
+                except ERRORS.response as error:
                     if not table.refused(error):
                         raise
                     continue
@@ -493,7 +493,7 @@ class ThreadSubscriber:
         if held is not None:
             with contextlib.suppress(Exception):
                 held.disconnect()
-                self._pool.release(held)
+                give(self._pool, held)
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child: the reader thread and the socket are the
@@ -572,13 +572,13 @@ class TaskSubscriber:
                     await conn.send_command(command, channel, check_health=False)
             else:
                 await conn.send_command(command, *channels, check_health=False)
-        except _FAILURES as error:  # the reader notices the broken connection and reconnects
+        except ERRORS.failures as error:  # the reader notices the broken connection and reconnects
             log.debug("pub/sub: %s failed: %r", command, error)
 
     async def _connect(self) -> Any:
         conn = self._held
         if conn is None:
-            conn = self._held = await self._pool.get_connection()
+            conn = self._held = await atake(self._pool)
         elif not conn.is_connected:
             await conn.connect()
         table = self.table
@@ -611,13 +611,8 @@ class TaskSubscriber:
                 self._ping_sent = 0.0
                 while not table.is_closed():
                     try:
-                        reply = await conn.read_response(
-                            disable_decoding=True,
-                            timeout=math.inf,
-                            disconnect_on_error=False,
-                            push_request=True,
-                        )
-                    except redis.exceptions.ResponseError as error:
+                        reply = await aread(conn)
+                    except ERRORS.response as error:
                         if not table.refused(error):
                             raise
                         continue
@@ -657,7 +652,7 @@ class TaskSubscriber:
                     log.info("pub/sub: no PING reply within %g s; reconnecting", self._timeout)
                     await self._drop_connection(conn)  # the reader's read fails and reconnects
                 elif not self._ping_sent and now - self._last_traffic > PING_INTERVAL:
-                    with contextlib.suppress(*_FAILURES):
+                    with contextlib.suppress(*ERRORS.failures):
                         await conn.send_command("PING", check_health=False)
                     self._ping_sent = now
 
@@ -682,7 +677,7 @@ class TaskSubscriber:
         if held is not None:
             with contextlib.suppress(Exception):
                 await held.disconnect()
-                await self._pool.release(held)
+                await agive(self._pool, held)
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child."""

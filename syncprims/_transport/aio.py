@@ -2,9 +2,11 @@
 
 Connections come from the redis-py pool the client was built on (``await
 pool.get_connection()`` / ``await pool.release()``; for a cluster node, the node's own
-connection list), so the caller's settings apply. Each call is one attempt (see
-:mod:`syncprims._transport.sync` for why redis-py's retrying ``execute_command`` is not used
-for scripts), with replies as bytes whatever ``decode_responses``.
+connection list), so the caller's settings apply; every use of a connection goes through
+:mod:`syncprims._transport.connections`, which hides where redis-py versions differ. Each
+call is one attempt (see :mod:`syncprims._transport.sync` for why redis-py's retrying
+``execute_command`` is not used for scripts), with replies as bytes whatever
+``decode_responses``.
 
 Deadlines: ``asyncio.timeout`` arms a timer per call, which measured as 12% of an uncontended
 acquire+release; instead each server keeps its in-flight calls in a dict and one sweeper
@@ -27,15 +29,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
-import redis.asyncio
-import redis.exceptions
-
 from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
+from syncprims._transport.connections import (
+    ERRORS,
+    agive,
+    aread,
+    astale,
+    atake,
+    is_plain_pool,
+)
 from syncprims._transport.errors import pack, translate
 from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError
@@ -44,7 +50,6 @@ __all__ = ["AsyncServer", "NodePool", "bind_loop"]
 
 log = logging.getLogger("syncprims.transport")
 
-_FAILURES = (redis.exceptions.RedisError, OSError, TimeoutError)
 _IDLE_CAP = 8  # connections a server keeps checked out between calls
 _NOTHING: Any = object()  # no reply read yet
 
@@ -129,7 +134,7 @@ class NodePool:
         """A connected connection of the node (redis-py's ``acquire_connection``)."""
         conn = self._node.acquire_connection()
         try:
-            if conn.is_connected and await conn.can_read():
+            if conn.is_connected and await astale(conn):
                 await conn.disconnect()  # closed by the server, or holds unread data
             if not conn.is_connected:
                 await conn.connect()
@@ -176,7 +181,7 @@ class AsyncServer:
         # same reason (the pool's bookkeeping per call; docs/design.md, "Profile: the pool"):
         # only over a plain redis.asyncio ConnectionPool.
         self._idle: list[Any] = []
-        self._idle_cap = _IDLE_CAP if type(pool) is redis.asyncio.ConnectionPool else 0
+        self._idle_cap = _IDLE_CAP if is_plain_pool(pool) else 0
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
 
     def _bind(self) -> _Deadlines:
@@ -285,8 +290,8 @@ class AsyncServer:
         first: Any = _NOTHING  # with then: the script's reply, once read
         try:
             try:
-                conn = self._idle.pop() if self._idle else await self.pool.get_connection()
-                if await conn.can_read():
+                conn = self._idle.pop() if self._idle else await atake(self.pool)
+                if await astale(conn):
                     # Closed by the server (a restart) or holding unread data. redis-py 8's
                     # pool makes this check but skips its verdict while its maintenance
                     # notifications are "auto" (the default); the command would then be lost
@@ -304,7 +309,7 @@ class AsyncServer:
                     await self._read(conn)
                 try:
                     reply = await self._read(conn)
-                except redis.exceptions.NoScriptError:
+                except ERRORS.no_script:
                     assert script is not None
                     sent = False  # NOSCRIPT: it did not run
                     if then is not None:  # then ran after the NOSCRIPT: drop its reply
@@ -317,7 +322,7 @@ class AsyncServer:
                     await conn.send_packed_command(pack(conn, command) + behind, check_health=False)
                     sent = True
                     reply = await self._read(conn)
-                except redis.exceptions.ResponseError:
+                except ERRORS.response:
                     if then is not None:  # an error reply: then's reply still comes
                         await self._skip(conn)
                     raise
@@ -348,11 +353,11 @@ class AsyncServer:
                 if timed_out:
                     raise TimeoutError from None
                 raise
-        except redis.exceptions.ResponseError as error:
+        except ERRORS.response as error:
             raise translate(
                 error, context=context, address=self.address, timeout=self.timeout, sent=sent
             ) from error
-        except _FAILURES as error:
+        except ERRORS.failures as error:
             if keep and conn is not None:
                 await _drop(conn)
             raise translate(
@@ -371,11 +376,11 @@ class AsyncServer:
         """The reply of the command sent behind a script, or the error it failed with."""
         try:
             return await self._read(conn)
-        except redis.exceptions.ResponseError as error:
+        except ERRORS.response as error:
             return translate(
                 error, context=context, address=self.address, timeout=self.timeout, sent=True
             )
-        except _FAILURES as error:
+        except ERRORS.failures as error:
             await _drop(conn)
             return translate(
                 error, context=context, address=self.address, timeout=self.timeout, sent=True
@@ -383,28 +388,24 @@ class AsyncServer:
 
     async def _skip(self, conn: Any) -> None:
         """Read and drop one reply (an error reply too)."""
-        with contextlib.suppress(redis.exceptions.ResponseError):
+        with contextlib.suppress(*ERRORS.response):
             await self._read(conn)
 
-    @staticmethod
-    async def _read(conn: Any) -> Any:
-        return await conn.read_response(
-            disable_decoding=True, timeout=math.inf, disconnect_on_error=False, push_request=True
-        )
+    _read = staticmethod(aread)
 
     async def _release(self, conn: Any) -> None:
         if len(self._idle) < self._idle_cap and not self._closed and conn.is_connected:
             self._idle.append(conn)
             return
         with contextlib.suppress(Exception):  # a pool closed meanwhile
-            await self.pool.release(conn)
+            await agive(self.pool, conn)
 
     async def release_idle(self) -> None:
         """Give the connections kept between calls back to the pool (after :meth:`close`)."""
         while self._idle:
             conn = self._idle.pop()
             with contextlib.suppress(Exception):
-                await self.pool.release(conn)
+                await agive(self.pool, conn)
 
     def _adopt(self, conn: Any, on_orphan: Orphan, *, skip: bool = False) -> None:
         task = asyncio.get_running_loop().create_task(
@@ -434,7 +435,7 @@ class AsyncServer:
         try:
             async with asyncio.timeout(self._orphan_timeout):
                 reply = await self._read(conn)
-        except redis.exceptions.ResponseError:
+        except ERRORS.response:
             if skip:
                 await _drop(conn)  # then's reply is still on the way: do not reuse it
             await self._release(conn)  # an error reply: nothing happened

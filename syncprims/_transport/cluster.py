@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._transport.aio import NodePool
+from syncprims._transport.connections import amove_slot, move_slot
 from syncprims._transport.errors import ClusterRedirectError, key_slot
 from syncprims.errors import RedisConnectionError, ServerReplyError, TransportError
 
@@ -101,13 +102,11 @@ class SyncTopology:
         cluster = self._cluster
         node = cluster.get_node(host=address[0], port=address[1])
         if node is None:  # a node redis-py has not seen yet (an ASK target)
-            from redis.cluster import ClusterNode
-
-            node = ClusterNode(address[0], address[1])  # type: ignore[no-untyped-call]
+            node = _node_class(cluster)(address[0], address[1])
         return cluster.get_redis_connection(node).connection_pool
 
     async def moved(self, error: ClusterRedirectError) -> None:
-        self._cluster.nodes_manager.move_slot(error.cause)
+        move_slot(self._cluster.nodes_manager, error.cause)
 
     async def refresh(self) -> None:
         self._cluster.nodes_manager.initialize()
@@ -131,16 +130,20 @@ class AsyncTopology:
         cluster = self._cluster
         node = cluster.get_node(host=address[0], port=address[1])
         if node is None:  # a node redis-py has not seen yet (an ASK target)
-            from redis.asyncio.cluster import ClusterNode
-
-            node = ClusterNode(address[0], address[1], **cluster.get_connection_kwargs())
+            node = _node_class(cluster)(address[0], address[1], **cluster.get_connection_kwargs())
         return NodePool(node)
 
     async def moved(self, error: ClusterRedirectError) -> None:
-        await self._cluster.nodes_manager.move_slot(error.cause)
+        await amove_slot(self._cluster.nodes_manager, error.cause)
 
     async def refresh(self) -> None:
         await self._cluster.nodes_manager.initialize()
+
+
+def _node_class(cluster: Any) -> Any:
+    """The ``ClusterNode`` class of ``cluster``'s library (redis-py's or valkey-py's, either
+    face): the class of the nodes it already knows."""
+    return type(cluster.get_nodes()[0])
 
 
 class Topology(Protocol):

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import redis.crc
-import redis.exceptions
 
+from syncprims._transport.connections import ERRORS
 from syncprims.errors import (
     AuthenticationError,
     RedisConnectionError,
@@ -58,7 +58,7 @@ class ClusterRedirectError(TransportError):
         kind: ``"moved"``, ``"ask"``, ``"tryagain"`` or ``"down"``.
         slot: the slot (moved/ask), else ``None``.
         node: ``(host, port)`` to go to (moved/ask), else ``None``.
-        cause: the redis-py exception (``MovedError`` and ``AskError`` feed redis-py's slot
+        cause: the client library's exception (``MovedError`` and ``AskError`` feed its slot
             map).
     """
 
@@ -69,7 +69,7 @@ class ClusterRedirectError(TransportError):
         kind: str,
         slot: int | None,
         node: tuple[str, int] | None,
-        cause: redis.exceptions.RedisError,
+        cause: Exception,
     ) -> None:
         super().__init__(message, maybe_executed=False)
         self.kind = kind
@@ -79,21 +79,23 @@ class ClusterRedirectError(TransportError):
 
 
 def redirection(error: BaseException, context: str) -> ClusterRedirectError | None:
-    """The :class:`ClusterRedirectError` a redis-py error stands for, if it is one."""
-    if isinstance(error, redis.exceptions.AskError):  # MovedError is a subclass
-        kind = "moved" if isinstance(error, redis.exceptions.MovedError) else "ask"
+    """The :class:`ClusterRedirectError` a redis-py (or valkey-py) error stands for, if it is
+    one."""
+    if isinstance(error, ERRORS.ask):  # MovedError is a subclass
+        kind = "moved" if isinstance(error, ERRORS.moved) else "ask"
+        slot, address = getattr(error, "slot_id", 0), getattr(error, "node_addr", "?")
         return ClusterRedirectError(
-            f"{kind} while {context}: slot {error.slot_id} is at {error.node_addr}",
+            f"{kind} while {context}: slot {slot} is at {address}",
             kind=kind,
-            slot=int(error.slot_id),
-            node=(error.host, int(error.port)),
+            slot=int(slot),
+            node=(str(getattr(error, "host", "")), int(getattr(error, "port", 0))),
             cause=error,
         )
-    if isinstance(error, redis.exceptions.TryAgainError):
+    if isinstance(error, ERRORS.try_again):
         return ClusterRedirectError(
             f"TRYAGAIN while {context}", kind="tryagain", slot=None, node=None, cause=error
         )
-    if isinstance(error, redis.exceptions.ClusterDownError):
+    if isinstance(error, ERRORS.cluster_down):
         return ClusterRedirectError(
             f"CLUSTERDOWN while {context}", kind="down", slot=None, node=None, cause=error
         )
@@ -103,7 +105,8 @@ def redirection(error: BaseException, context: str) -> ClusterRedirectError | No
 def translate(
     error: BaseException, *, context: str, address: str, timeout: float, sent: bool
 ) -> SyncPrimsError:
-    """Turn a redis-py (or socket) error into the matching syncprims error.
+    """Turn a redis-py, valkey-py (once in use) or socket error into the matching syncprims
+    error.
 
     Args:
         error: what redis-py raised.
@@ -120,41 +123,35 @@ def translate(
     redirect = redirection(error, context)
     if redirect is not None:
         return redirect
-    if isinstance(error, redis.exceptions.ReadOnlyError) or "previous master is now a slave" in str(
-        error
-    ):
+    if isinstance(error, ERRORS.read_only) or "previous master is now a slave" in str(error):
         # A failover demoted this server: the command did not run; the next connection
         # finds the new master.
         return RedisConnectionError(
             f"Redis at {address} is no longer the master while {context}: {error}",
             maybe_executed=False,
         )
-    refused = (
-        redis.exceptions.AuthenticationError,
-        redis.exceptions.AuthenticationWrongNumberOfArgsError,
-    )
-    if isinstance(error, refused):
+    if isinstance(error, ERRORS.authentication):
         return AuthenticationError(
             f"Redis at {address} refused the credentials while {context}: {error} (check the "
             "user name and password, and that the user is enabled)"
         )
-    if isinstance(error, (redis.exceptions.TimeoutError, TimeoutError)):
+    if isinstance(error, (*ERRORS.timeout, TimeoutError)):
         return RedisTimeoutError(
             f"Redis at {address} did not reply within {timeout:g} s while {context}",
             maybe_executed=sent,
         )
-    if isinstance(error, redis.exceptions.MaxConnectionsError):
+    if isinstance(error, ERRORS.max_connections):  # redis-py >= 6 (5: a ConnectionError)
         return RedisConnectionError(
             f"the connection pool of Redis at {address} has no free connection while "
             f"{context} ({error})",
             maybe_executed=False,
         )
-    if isinstance(error, (redis.exceptions.ConnectionError, ConnectionError, OSError)):
+    if isinstance(error, (*ERRORS.connection, ConnectionError, OSError)):
         return RedisConnectionError(
             f"connection to Redis at {address} failed while {context}: {error}",
             maybe_executed=sent,
         )
-    if isinstance(error, redis.exceptions.ResponseError):
-        code = "NOPERM " if isinstance(error, redis.exceptions.NoPermissionError) else ""
+    if isinstance(error, ERRORS.response):
+        code = "NOPERM " if isinstance(error, ERRORS.no_permission) else ""
         return ServerReplyError(f"Redis at {address} refused {context}: {code}{error}")
     return SyncPrimsError(f"Redis client error while {context}: {error!r}")

@@ -10,7 +10,8 @@ and its fork check and stale-connection check run. What syncprims does itself, a
   (its default ``Retry``). An acquire script whose reply was lost would then run twice and
   count the hold twice (Redisson bug #7367; ``tests/test_redis_py_fit.py`` reproduces it
   through a proxy that drops one reply). So the transport writes the command on a pooled
-  connection and reads its reply once (``send_packed_command`` / ``read_response``), and
+  connection and reads its reply once (``send_packed_command`` / ``read_response``, through
+  :mod:`syncprims._transport.connections`, which hides where redis-py versions differ), and
   the core decides from :attr:`~syncprims.errors.TransportError.maybe_executed` what may be
   retried.
 * **EVALSHA, then SCRIPT LOAD and EVALSHA again on NOSCRIPT** on the same connection: a
@@ -39,11 +40,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-import redis.exceptions
-
 from syncprims._protocol.contracts import PENDING, Enough, Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import MIN_GRACE
+from syncprims._transport.connections import (
+    ERRORS,
+    give,
+    is_blocking_pool,
+    is_plain_pool,
+    read,
+    take,
+)
 from syncprims._transport.errors import pack, translate
 from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError, RedisTimeoutError, SyncPrimsError
@@ -52,7 +59,6 @@ __all__ = ["Handoff", "LateLane", "Routed", "SyncServer", "fan_out"]
 
 log = logging.getLogger("syncprims.transport")
 
-_FAILURES = (redis.exceptions.RedisError, OSError)
 _IDLE_CAP = 8  # connections a server keeps checked out between calls (see checkout())
 
 
@@ -95,10 +101,10 @@ class SyncServer:
         # Connections kept checked out between calls (see checkout()): only over a plain
         # ConnectionPool, whose size is not a limit the application waits on.
         self._idle: list[Any] = []
-        self._idle_cap = _IDLE_CAP if type(pool) is redis.ConnectionPool else 0
+        self._idle_cap = _IDLE_CAP if is_plain_pool(pool) else 0
         # A connection may be held for a whole wait (a direct grant's BLPOP) unless the
         # pool's size is one the application waits on.
-        self.may_hold = not isinstance(pool, redis.BlockingConnectionPool)
+        self.may_hold = not is_blocking_pool(pool)
         self._pid = _Process.pid
         self.lane = LateLane(self)  # its thread starts when a fan-out first stops early
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
@@ -130,8 +136,8 @@ class SyncServer:
                 return conn
             self._forget(conn)
         try:
-            return self.pool.get_connection()
-        except _FAILURES as error:
+            return take(self.pool)
+        except ERRORS.failures as error:
             self.healthy = False
             raise self._translate(error, context, sent=False) from error
 
@@ -152,12 +158,12 @@ class SyncServer:
         if len(self._idle) < self._idle_cap and not self._closed and conn._sock is not None:
             self._idle.append(conn)
         else:
-            self.pool.release(conn)
+            give(self.pool, conn)
 
     def discard(self, conn: Any) -> None:
         """Give back a connection whose state is unknown (closed first)."""
         conn.disconnect()
-        self.pool.release(conn)
+        give(self.pool, conn)
 
     def _forget(self, conn: Any) -> None:
         if self._pid != _Process.pid:
@@ -293,7 +299,7 @@ class SyncServer:
             for other in more:
                 packed = packed + pack(conn, other)
             conn.send_packed_command(packed, check_health=False)
-        except _FAILURES as error:
+        except ERRORS.failures as error:
             conn.disconnect()
             self.healthy = False
             raise self._translate(error, context, sent=False) from error
@@ -322,12 +328,12 @@ class SyncServer:
         try:
             try:
                 reply = self._read(conn, wait)
-            except redis.exceptions.NoScriptError:
+            except ERRORS.no_script:
                 if script is None:
                     raise
                 sent = False  # NOSCRIPT: it did not run
                 if then is not None:  # then ran after the NOSCRIPT: drop its reply
-                    with contextlib.suppress(redis.exceptions.ResponseError):
+                    with contextlib.suppress(*ERRORS.response):
                         self._read(conn, then_timeout)
                 conn.send_command("SCRIPT", "LOAD", script.source, check_health=False)
                 self._read(conn, wait)
@@ -340,9 +346,9 @@ class SyncServer:
                 conn.send_packed_command(packed, check_health=False)
                 sent = True
                 reply = self._read(conn, wait)
-        except redis.exceptions.ResponseError as error:
+        except ERRORS.response as error:
             raise self._translate(error, context, sent=sent) from error
-        except _FAILURES as error:
+        except ERRORS.failures as error:
             conn.disconnect()
             self.healthy = False
             raise self._translate(error, context, sent=sent) from error
@@ -356,20 +362,16 @@ class SyncServer:
         """Read and drop one reply (an error reply too); close the connection if it fails."""
         try:
             self._read(conn, timeout)
-        except redis.exceptions.ResponseError:
+        except ERRORS.response:
             pass
-        except _FAILURES:
+        except ERRORS.failures:
             conn.disconnect()
             self.healthy = False
         except BaseException:
             conn.disconnect()
             raise
 
-    @staticmethod
-    def _read(conn: Any, timeout: float | None) -> Any:
-        if timeout is None:
-            return conn.read_response(disable_decoding=True, push_request=True)
-        return conn.read_response(disable_decoding=True, push_request=True, timeout=timeout)
+    _read = staticmethod(read)
 
     def _translate(self, error: BaseException, context: str, *, sent: bool) -> SyncPrimsError:
         return translate(
@@ -386,7 +388,7 @@ class SyncServer:
             except IndexError:
                 break
             if self._pid == _Process.pid:
-                self.pool.release(conn)
+                give(self.pool, conn)
 
 
 def _stale(conn: Any) -> bool:

@@ -1,0 +1,374 @@
+"""The one place syncprims touches a client library's connection internals.
+
+syncprims drives the connections of the application's own client directly (one attempt per
+command, replies as bytes, its own deadlines: see :mod:`syncprims._transport.sync`). Those
+internals differ between the client libraries and versions it accepts, redis-py 5.0 to 8.x
+and valkey-py 6.x (a redis-py fork); everything else in the transport speaks only this
+module's version-neutral interface:
+
+===============================  =========================================================
+operation                        where the libraries differ, and the fallback taken
+===============================  =========================================================
+:func:`take` / :func:`atake`     ``get_connection()`` needs a command name in redis-py
+                                 < 5.3 and valkey-py 6 (newer ones warn when given one):
+                                 the name is passed only where the signature requires it.
+:func:`give` / :func:`agive`     the same in every version (``pool.release(conn)``).
+:func:`read`                     ``read_response(timeout=...)`` exists from redis-py 8.0
+                                 on; before (and in valkey-py) the socket's timeout is
+                                 set around the read and restored after it, which is what
+                                 redis-py 8 itself does inside its parser.
+:func:`read_message`             ``can_read()`` before redis-py 8 (and in valkey-py)
+                                 pre-reads the next reply, decoded when the client has
+                                 ``decode_responses=True``: it is encoded back to bytes.
+:func:`aread`                    the same call in every version: ``timeout=math.inf``
+                                 means "no timer" to redis-py 8 and an unbounded timer to
+                                 older ones (the caller bounds the call itself).
+:func:`astale`                  redis-py 8's asyncio ``can_read()`` is
+                                 ``can_read_destructive()`` before 8.0 and in valkey-py:
+                                 it may consume a byte, so it is asked only of a
+                                 connection that is dropped when the answer is yes.
+:data:`ERRORS`                   valkey-py's exception classes are not redis-py's: each
+                                 family is a tuple of both once valkey-py is in use
+                                 (:func:`use_valkey`), so ``except ERRORS.response`` and
+                                 ``isinstance(error, ERRORS.timeout)`` catch either.
+===============================  =========================================================
+
+Which path a connection takes is decided once per connection (or pool) class, from its
+method's signature, never from a version number; ``tests/test_compat.py`` runs both paths on
+every redis-py, and CI runs the real-server suite on each redis-py line (docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import math
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.exceptions
+
+__all__ = [
+    "ERRORS",
+    "POOLS",
+    "agive",
+    "aread",
+    "astale",
+    "atake",
+    "give",
+    "is_blocking_pool",
+    "is_plain_pool",
+    "amove_slot",
+    "move_slot",
+    "read",
+    "read_message",
+    "readable",
+    "take",
+    "use_valkey",
+    "valkey_if_imported",
+]
+
+_COMMAND_NAME = "EVALSHA"  # what an old get_connection() is told (it does not use it)
+
+
+def _accepts(function: Any, name: str) -> bool:
+    """Whether ``function`` takes the keyword argument ``name`` (or any keyword)."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a C function: assume the old API
+        return False
+    if name in parameters:
+        return parameters[name].kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _needs_command_name(function: Any) -> bool:
+    """Whether ``get_connection`` has a required ``command_name`` (redis-py < 5.3)."""
+    try:
+        parameter = inspect.signature(function).parameters.get("command_name")
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+class _ByClass:
+    """A per-class answer to ``question(cls)``, computed on first use (a dict lookup
+    afterwards)."""
+
+    def __init__(self, question: Callable[[type], bool]) -> None:
+        self._question = question
+        self._answers: dict[type, bool] = {}
+
+    def __call__(self, obj: object) -> bool:
+        cls = type(obj)
+        answer = self._answers.get(cls)
+        if answer is None:
+            answer = self._answers[cls] = bool(self._question(cls))
+        return answer
+
+
+_take_needs_name = _ByClass(lambda cls: _needs_command_name(cls.get_connection))  # type: ignore[attr-defined]
+_read_has_timeout = _ByClass(lambda cls: _accepts(cls.read_response, "timeout"))  # type: ignore[attr-defined]
+_has_can_read = _ByClass(lambda cls: callable(getattr(cls, "can_read", None)))
+
+
+# -- blocking connections ---------------------------------------------------------------------
+
+
+def take(pool: Any) -> Any:
+    """A connection from a blocking pool (``pool.get_connection()``).
+
+    Raises:
+        What the pool raises (``ConnectionError``, its pool-exhausted error...).
+    """
+    if _take_needs_name(pool):
+        return pool.get_connection(_COMMAND_NAME)
+    return pool.get_connection()
+
+
+def give(pool: Any, conn: Any) -> None:
+    """Give a connection back to its pool."""
+    pool.release(conn)
+
+
+def read(conn: Any, timeout: float | None) -> Any:
+    """Read one reply as bytes (push messages included, for RESP3), waiting at most
+    ``timeout`` seconds (``None``: the connection's own socket timeout).
+
+    Raises:
+        What ``read_response`` raises: the library's ``TimeoutError`` when no reply came in
+        time, ``ConnectionError``, a ``ResponseError`` for an error reply.
+    """
+    if timeout is None:
+        return conn.read_response(disable_decoding=True, push_request=True)
+    if _read_has_timeout(conn):
+        return conn.read_response(disable_decoding=True, push_request=True, timeout=timeout)
+    sock = conn._sock
+    settimeout = getattr(sock, "settimeout", None)
+    if settimeout is None:  # not connected (reading says so) or not a socket
+        return conn.read_response(disable_decoding=True, push_request=True)
+    settimeout(timeout)
+    try:
+        return conn.read_response(disable_decoding=True, push_request=True)
+    finally:
+        if conn._sock is sock:  # not disconnected by the read
+            with contextlib.suppress(OSError):  # closed under us
+                settimeout(conn.socket_timeout)
+
+
+def readable(conn: Any, timeout: float) -> bool:
+    """Whether a reply or message can be read within ``timeout`` seconds (``can_read``);
+    read it with :func:`read_message`."""
+    return bool(conn.can_read(timeout=timeout))
+
+
+def read_message(conn: Any) -> Any:
+    """Read one pub/sub reply (a message, a confirmation) as bytes, after :func:`readable`.
+
+    Before redis-py 8 (and in valkey-py) the hiredis parser's ``can_read`` takes the next
+    reply out of the parser already *decoded* when the client has ``decode_responses=True``,
+    and the following ``read_response(disable_decoding=True)`` hands that one back as text;
+    it is encoded again here (UTF-8, as every name syncprims publishes on).
+    """
+    reply = read(conn, None)
+    if type(reply) is list and reply and isinstance(reply[0], str):
+        return [part.encode() if isinstance(part, str) else part for part in reply]
+    return reply
+
+
+# -- asyncio connections ----------------------------------------------------------------------
+
+
+async def atake(pool: Any) -> Any:
+    """A connection from a ``redis.asyncio`` (or ``valkey.asyncio``) pool."""
+    if _take_needs_name(pool):
+        return await pool.get_connection(_COMMAND_NAME)
+    return await pool.get_connection()
+
+
+async def agive(pool: Any, conn: Any) -> None:
+    """Give a connection back to its asyncio pool."""
+    await pool.release(conn)
+
+
+async def aread(conn: Any) -> Any:
+    """Read one reply as bytes, with no deadline of the library's own (the caller bounds
+    the call); an error reply does not disconnect."""
+    return await conn.read_response(
+        disable_decoding=True, timeout=math.inf, disconnect_on_error=False, push_request=True
+    )
+
+
+async def astale(conn: Any) -> bool:
+    """Whether a connection taken from a pool must be reconnected before use: closed by the
+    server (a restart), or holding bytes nobody read. The caller drops it when true."""
+    if not conn.is_connected:
+        return True
+    if _has_can_read(conn):
+        return bool(await conn.can_read())
+    try:  # redis-py < 8, valkey-py: may consume a byte; the caller then drops it
+        return bool(await conn.can_read_destructive())
+    except Exception:  # closed: reconnect
+        return True
+
+
+# -- cluster slot maps -------------------------------------------------------------------------
+
+
+def move_slot(nodes_manager: Any, error: Exception) -> None:
+    """Correct a blocking cluster's slot map after a ``MOVED`` reply.
+
+    redis-py 7.4+ has ``NodesManager.move_slot``; before (and valkey-py) the error is handed
+    to ``update_moved_exception`` and the map is corrected at the next slot lookup, which
+    is what redis-py's own ``execute_command`` does there.
+    """
+    if hasattr(nodes_manager, "move_slot"):
+        nodes_manager.move_slot(error)
+    else:
+        nodes_manager.update_moved_exception(error)
+
+
+async def amove_slot(nodes_manager: Any, error: Exception) -> None:
+    """The asyncio twin of :func:`move_slot` (before redis-py 7.4 the asyncio cluster sets
+    ``_moved_exception`` itself, as here; 7.4's ``move_slot`` is not a coroutine, 8's is)."""
+    move = getattr(nodes_manager, "move_slot", None)
+    if move is None:
+        nodes_manager._moved_exception = error
+        return
+    done = move(error)  # a coroutine in redis-py 8, a plain call in 7.4
+    if inspect.isawaitable(done):
+        await done
+
+
+# -- the client libraries ---------------------------------------------------------------------
+
+
+class _Errors:
+    """Exception families of every client library in use (redis-py; valkey-py once
+    :func:`use_valkey` ran). Each attribute is a tuple for ``except`` and ``isinstance``."""
+
+    def __init__(self) -> None:
+        self.base: tuple[type[Exception], ...] = ()
+        self.failures: tuple[type[Exception], ...] = (OSError,)  # base, OSError
+        self.response: tuple[type[Exception], ...] = ()
+        self.no_script: tuple[type[Exception], ...] = ()
+        self.no_permission: tuple[type[Exception], ...] = ()
+        self.read_only: tuple[type[Exception], ...] = ()
+        self.authentication: tuple[type[Exception], ...] = ()
+        self.timeout: tuple[type[Exception], ...] = ()
+        self.connection: tuple[type[Exception], ...] = ()
+        self.max_connections: tuple[type[Exception], ...] = ()
+        self.ask: tuple[type[Exception], ...] = ()  # MovedError is a subclass
+        self.moved: tuple[type[Exception], ...] = ()
+        self.try_again: tuple[type[Exception], ...] = ()
+        self.cluster_down: tuple[type[Exception], ...] = ()
+        self.cluster: tuple[type[Exception], ...] = ()  # RedisClusterException
+        self.master_not_found: tuple[type[Exception], ...] = ()
+        self._added: set[str] = set()
+
+    def add(self, library: ModuleType, base: str, cluster: str) -> None:
+        """Add a library's classes (``base``: its root error's name, ``cluster``: its
+        cluster exception's name)."""
+        if library.__name__ in self._added:
+            return
+        exceptions = sys.modules[f"{library.__name__}.exceptions"]
+        sentinel = sys.modules[f"{library.__name__}.sentinel"]
+
+        def one(name: str) -> tuple[type[Exception], ...]:
+            cls = getattr(exceptions, name, None)
+            return (cls,) if isinstance(cls, type) else ()
+
+        self.base += one(base)
+        self.failures += one(base)
+        self.response += one("ResponseError")
+        self.no_script += one("NoScriptError")
+        self.no_permission += one("NoPermissionError")
+        self.read_only += one("ReadOnlyError")
+        self.authentication += one("AuthenticationError") + one(
+            "AuthenticationWrongNumberOfArgsError"
+        )
+        self.timeout += one("TimeoutError")
+        self.connection += one("ConnectionError")
+        self.max_connections += one("MaxConnectionsError")  # redis-py >= 6 (5: ConnectionError)
+        self.ask += one("AskError")
+        self.moved += one("MovedError")
+        self.try_again += one("TryAgainError")
+        self.cluster_down += one("ClusterDownError")
+        self.cluster += one(cluster)
+        not_found = getattr(sentinel, "MasterNotFoundError", None)
+        if isinstance(not_found, type):
+            self.master_not_found += (not_found,)
+        self._added.add(library.__name__)
+
+
+class _Pools:
+    """Pool classes of every client library in use, for the transports' choices."""
+
+    def __init__(self) -> None:
+        self.plain: set[type] = set()  # ConnectionPool itself (no subclass): kept connections
+        self.blocking: tuple[type, ...] = ()  # BlockingConnectionPool: a size the app waits on
+        self._added: set[str] = set()
+
+    def add(self, library: ModuleType) -> None:
+        if library.__name__ in self._added:
+            return
+        asyncio_face = sys.modules[f"{library.__name__}.asyncio"]
+        for face in (library, asyncio_face):
+            self.plain.add(face.ConnectionPool)
+            self.blocking += (face.BlockingConnectionPool,)
+        self._added.add(library.__name__)
+
+
+ERRORS = _Errors()
+ERRORS.add(redis, "RedisError", "RedisClusterException")
+POOLS = _Pools()
+POOLS.add(redis)
+
+
+def is_plain_pool(pool: object) -> bool:
+    """Whether ``pool`` is a library's ``ConnectionPool`` itself (not a subclass such as a
+    Sentinel or blocking pool): a transport may keep a few of its connections checked out."""
+    return type(pool) in POOLS.plain
+
+
+def is_blocking_pool(pool: object) -> bool:
+    """Whether ``pool`` is a ``BlockingConnectionPool`` (of either library)."""
+    return isinstance(pool, POOLS.blocking)
+
+
+def use_valkey() -> ModuleType:
+    """Import valkey-py and let :data:`ERRORS` catch its exceptions too.
+
+    Returns:
+        The ``valkey`` module.
+
+    Raises:
+        ImportError: valkey-py is not installed (``pip install 'syncprims[valkey]'``).
+    """
+    try:
+        for module in ("valkey.exceptions", "valkey.sentinel", "valkey.asyncio"):
+            importlib.import_module(module)
+        valkey = importlib.import_module("valkey")
+    except ImportError as error:
+        raise ImportError(
+            "a valkey:// URL or valkey-py client needs valkey-py: pip install 'syncprims[valkey]'"
+        ) from error
+    ERRORS.add(valkey, "ValkeyError", "ValkeyClusterException")
+    POOLS.add(valkey)
+    return valkey
+
+
+def valkey_if_imported() -> ModuleType | None:
+    """valkey-py, set up by :func:`use_valkey`, when the application has imported it (a
+    valkey-py object can exist only then); ``None`` otherwise. Never imports it."""
+    if "valkey" not in sys.modules:
+        return None
+    return use_valkey()
