@@ -13,7 +13,8 @@ SyncPrimsError
 ├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
 ├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
 │   └── AuthenticationError          the credentials were refused (not retried)
-└── ClientClosedError                also a RuntimeError: the client was shut down
+├── ClientClosedError                also a RuntimeError: the client was shut down
+└── MonkeyPatchedError               also a RuntimeError: the sync face under gevent/eventlet
 ```
 
 Bad arguments (negative or NaN durations, empty names, wrong types) raise the builtin
@@ -40,6 +41,7 @@ __all__ = [
     "LockLostError",
     "LockNotHeldError",
     "LockTimeoutError",
+    "MonkeyPatchedError",
     "PermitNotHeldError",
     "ReplicaSyncError",
     "RedisConnectionError",
@@ -156,3 +158,10 @@ class AuthenticationError(ServerReplyError):
 
 class ClientClosedError(SyncPrimsError, RuntimeError):
     """The client was shut down; create a new one."""
+
+
+class MonkeyPatchedError(SyncPrimsError, RuntimeError):
+    """``syncprims.connect()`` (the sync face) was called in a process that gevent or
+    eventlet monkey-patched: its services thread and blocking sockets would become greenlets
+    of one OS thread, and a lock could expire while its holder runs (docs/asyncio.md,
+    "gevent and eventlet"). Use the asyncio face there, or an unpatched process."""

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from syncprims._gevent import refuse_if_monkey_patched
 from syncprims._protocol.contracts import (
     PUSHED_TTL_MS,
     WAKE_TOKEN,
@@ -379,7 +380,9 @@ def open_executor(
         TypeError: ``source`` is of no accepted type.
         ValueError: a bad URL.
         TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
+        MonkeyPatchedError: gevent or eventlet monkey-patched the process.
     """
+    refuse_if_monkey_patched()
     resolved = sync_source(source, timeout=config.timeout, connect_timeout=connect_timeout)
     executor = SyncExecutor(config, resolved)
     if check:

@@ -19,19 +19,20 @@ LAYERS: dict[str, int] = {
     "_protocol": 0,
     "errors": 0,
     "_embedded": 0,  # the embedded redis-server (demo, benchmarks, tests): imports nothing
+    "_gevent": 1,  # refuses a gevent/eventlet-patched process (the sync face's connect)
     "_observe": 1,  # logging and metrics hooks the core calls
     "config": 1,
     "_transport": 2,
-    "_services": 2,
-    "_runtime": 3,
+    "_services": 3,  # above the transport: the pub/sub reader uses its connection interface
     "_core": 3,
-    "asyncio": 4,
-    "_sync": 4,
-    "__init__": 5,  # the blocking face's public namespace
-    "metrics": 5,  # public: turns the _observe hooks into OpenTelemetry instruments
-    "bench": 6,
-    "cli": 7,
-    "__main__": 8,
+    "_runtime": 4,
+    "asyncio": 5,
+    "_sync": 5,
+    "__init__": 6,  # the blocking face's public namespace
+    "metrics": 6,  # public: turns the _observe hooks into OpenTelemetry instruments
+    "bench": 7,
+    "cli": 8,
+    "__main__": 9,
 }
 
 
