@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import queue
 import threading
 import time
@@ -25,12 +26,14 @@ from syncprims import redis_from_url as plain_client
 from syncprims._embedded import RedisServer
 
 __all__ = [
+    "CLIENT_OPTIONS",
     "Actor",
     "Face",
     "MakeLock",
     "raw_command",
     "raw_pubsub",
     "raw_redis",
+    "client_url",
     "redis_py_major",
     "within",
 ]
@@ -42,6 +45,37 @@ MakeLock = Callable[..., Any]
 def raw_redis(url: str) -> Any:
     """A plain redis-py client for ``url`` (any form), to look at what syncprims left."""
     return plain_client(url)
+
+
+CLIENT_OPTIONS = frozenset(
+    option for option in os.environ.get("SYNCPRIMS_TEST_CLIENT", "").split(",") if option
+)
+"""The client variant the matrix cell asks for (``SYNCPRIMS_TEST_CLIENT``, comma-separated):
+``valkey`` (valkey-py clients: ``valkey://`` URLs), ``resp3`` (``protocol=3``), ``decode``
+(``decode_responses=True``). Empty: redis-py, RESP2, bytes, as before."""
+_CLIENT_CHOICES = {"valkey", "resp3", "decode"}
+if not CLIENT_OPTIONS <= _CLIENT_CHOICES:
+    raise ValueError(
+        f"SYNCPRIMS_TEST_CLIENT takes {sorted(_CLIENT_CHOICES)}, got {sorted(CLIENT_OPTIONS)}"
+    )
+
+
+def client_url(url: str) -> str:
+    """``url`` as the matrix cell's client variant spells it (see :data:`CLIENT_OPTIONS`):
+    the scheme of valkey-py, and ``protocol`` / ``decode_responses`` query parameters, which
+    both libraries' ``from_url`` pass to every connection. Other URLs are left alone."""
+    if not CLIENT_OPTIONS or not url.startswith(("redis://", "rediss://", "redis+", "rediss+")):
+        return url
+    if "valkey" in CLIENT_OPTIONS:
+        url = "valkey" + url.removeprefix("redis")
+    query = []
+    if "resp3" in CLIENT_OPTIONS:
+        query.append("protocol=3")
+    if "decode" in CLIENT_OPTIONS:
+        query.append("decode_responses=True")
+    if query:
+        url += ("&" if "?" in url else "?") + "&".join(query)
+    return url
 
 
 def redis_py_major() -> int:
@@ -213,6 +247,7 @@ class Face:
     async def connect(self, url: str, **options: Any) -> Any:
         """A client of this face; shut down when the test ends."""
         client: Any
+        url = client_url(url)
         if self.is_async:
             client = await syncprims.asyncio.connect(url, **options)
         else:
@@ -225,6 +260,7 @@ class Face:
     async def connect_many(self, urls: list[str], **options: Any) -> Any:
         """A MasterSet of this face; shut down when the test ends."""
         masters: Any
+        urls = [client_url(url) for url in urls]
         if self.is_async:
             masters = await syncprims.asyncio.connect_many(urls, **options)
         else:

@@ -25,7 +25,7 @@ from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import AsyncServer, bind_loop
 from syncprims._transport.cluster import AsyncTopology, ClusterRouter
 from syncprims._transport.replicas import replica_count
-from syncprims._transport.sources import Source, aclose_owned, async_source
+from syncprims._transport.sources import Source, aclose_source, async_source
 from syncprims.config import Config
 from syncprims.errors import RedisTimeoutError, SyncPrimsError
 
@@ -326,9 +326,7 @@ class AsyncExecutor(ExecutorBase):
         self.transport.close()
         for server in self._servers():
             await server.release_idle()
-        owned = self.source.owned
-        if owned is not None:
-            await aclose_owned(owned)
+        await aclose_source(self.source)
 
     def after_fork(self) -> None:
         super().after_fork()

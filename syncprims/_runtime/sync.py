@@ -36,7 +36,7 @@ from syncprims._services.watchdog import Watchdog
 from syncprims._transport.cluster import ClusterRouter, SyncTopology
 from syncprims._transport.errors import ClusterRedirectError
 from syncprims._transport.replicas import replica_count
-from syncprims._transport.sources import Source, close_owned, sync_source
+from syncprims._transport.sources import Source, close_source, sync_source
 from syncprims._transport.sync import Routed, SyncServer, fan_out
 from syncprims.config import Config
 from syncprims.errors import ServerReplyError, SyncPrimsError
@@ -348,9 +348,7 @@ class SyncExecutor(ExecutorBase):
                 log.warning("shutdown of the services did not finish cleanly: %r", error)
         self.loop.close()
         self.transport.close()
-        owned = self.source.owned
-        if owned is not None:
-            close_owned(owned)
+        close_source(self.source)
 
     async def aclose(self) -> None:
         """:meth:`close`, awaitable (the core's shape)."""

@@ -30,7 +30,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._transport.aio import NodePool
-from syncprims._transport.connections import amove_slot, move_slot
+from syncprims._transport.caching import cache_free_pool
+from syncprims._transport.connections import amove_slot, move_slot, node_pool
 from syncprims._transport.errors import ClusterRedirectError, key_slot
 from syncprims.errors import RedisConnectionError, ServerReplyError, TransportError
 
@@ -85,10 +86,12 @@ S = TypeVar("S", bound=NodeServer)
 
 
 class SyncTopology:
-    """A blocking ``redis.RedisCluster``'s slot map and node pools."""
+    """A blocking ``redis.RedisCluster``'s slot map and node pools (a node pool with a
+    client-side cache is replaced by a cache-free twin: :mod:`syncprims._transport.caching`)."""
 
     def __init__(self, cluster: Any) -> None:
         self._cluster = cluster
+        self._twins: list[Any] = []
 
     def node_of_slot(self, slot: int) -> Address:
         node = self._cluster.nodes_manager.get_node_from_slot(slot)
@@ -103,7 +106,15 @@ class SyncTopology:
         node = cluster.get_node(host=address[0], port=address[1])
         if node is None:  # a node redis-py has not seen yet (an ASK target)
             node = _node_class(cluster)(address[0], address[1])
-        return cluster.get_redis_connection(node).connection_pool
+        pool, made = cache_free_pool(node_pool(cluster, node))
+        if made:
+            self._twins.append(pool)
+        return pool
+
+    def close(self) -> None:
+        """Disconnect the twin pools made here."""
+        for pool in self._twins:
+            pool.disconnect()
 
     async def moved(self, error: ClusterRedirectError) -> None:
         move_slot(self._cluster.nodes_manager, error.cause)
@@ -139,6 +150,9 @@ class AsyncTopology:
     async def refresh(self) -> None:
         await self._cluster.nodes_manager.initialize()
 
+    def close(self) -> None:
+        """Nothing to close: redis.asyncio clusters have no client-side cache."""
+
 
 def _node_class(cluster: Any) -> Any:
     """The ``ClusterNode`` class of ``cluster``'s library (redis-py's or valkey-py's, either
@@ -156,6 +170,8 @@ class Topology(Protocol):
     async def moved(self, error: ClusterRedirectError) -> None: ...
 
     async def refresh(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class ClusterRouter(Generic[S]):
@@ -329,3 +345,4 @@ class ClusterRouter(Generic[S]):
         """Refuse new calls on every node."""
         for server in self.servers():
             server.close()
+        self._topology.close()

@@ -65,6 +65,7 @@ __all__ = [
     "is_plain_pool",
     "amove_slot",
     "move_slot",
+    "node_pool",
     "read",
     "read_message",
     "readable",
@@ -246,6 +247,13 @@ async def amove_slot(nodes_manager: Any, error: Exception) -> None:
     done = move(error)  # a coroutine in redis-py 8, a plain call in 7.4
     if inspect.isawaitable(done):
         await done
+
+
+def node_pool(cluster: Any, node: Any) -> Any:
+    """The connection pool of one node of a blocking cluster client (redis-py's
+    ``get_redis_connection``, valkey-py's ``get_valkey_connection``)."""
+    get = getattr(cluster, "get_redis_connection", None) or cluster.get_valkey_connection
+    return get(node).connection_pool
 
 
 # -- the client libraries ---------------------------------------------------------------------

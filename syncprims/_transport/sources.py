@@ -2,8 +2,12 @@
 
 ``sync_source`` / ``async_source`` accept the objects an application already has
 (``redis.Redis`` incl. ``fakeredis.FakeRedis`` and a Sentinel ``master_for`` client, a
-``ConnectionPool`` of any kind, a ``RedisCluster``; or their ``redis.asyncio`` twins) and
-return the pool (or cluster) syncprims takes its connections from. Nothing about the
+``ConnectionPool`` of any kind, a ``RedisCluster``; or their ``redis.asyncio`` twins; and the
+same objects of valkey-py, ``valkey.Valkey``, ``valkey.ConnectionPool``,
+``valkey.ValkeyCluster`` and their ``valkey.asyncio`` twins) and return the pool (or
+cluster) syncprims takes its connections from. A pool with a client-side cache is the one
+exception: syncprims takes its connections from a cache-free twin of it
+(:mod:`syncprims._transport.caching`). Nothing about the
 connection (credentials, TLS, database, client name, socket timeouts, pool size) is set by
 syncprims then: those are the caller's settings, and the caller keeps ownership (shutting a
 syncprims client down leaves the redis-py object open).
@@ -15,11 +19,15 @@ multi-host forms: ``redis+cluster://[user:password@]host:port,host:port[?...]`` 
 ``RedisCluster`` seeded by those nodes) and
 ``redis+sentinel://[user:password@]host:port,host:port/master_name[?sentinel_password=...]``
 (the master's client from a ``Sentinel``; the user and password are the master's).
+``valkey://``, ``valkeys://``, ``valkey+cluster://`` and ``valkey+sentinel://`` (and their
+``valkeys+`` forms) make the same clients of valkey-py, when it is installed
+(``pip install 'syncprims[valkey]'``); the core itself depends on redis-py only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -35,30 +43,36 @@ import redis.retry
 import redis.sentinel
 from redis.backoff import NoBackoff
 
+from syncprims._transport.caching import cache_free_pool
+from syncprims._transport.connections import ERRORS, use_valkey, valkey_if_imported
 from syncprims.errors import RedisConnectionError
 
 __all__ = [
     "ACCEPTED",
     "ASYNC_ACCEPTED",
     "Source",
+    "async_client_from_url",
     "async_redis_from_url",
-    "aclose_owned",
+    "client_from_url",
+    "aclose_source",
     "async_source",
-    "close_owned",
+    "close_source",
     "redact",
     "redis_from_url",
     "sync_source",
 ]
 
 ACCEPTED = (
-    "a redis:// / rediss:// / unix:// / redis+cluster:// / redis+sentinel:// URL, a "
-    "redis.Redis (also fakeredis.FakeRedis or a Sentinel master_for client), a "
-    "redis.ConnectionPool or a redis.RedisCluster"
+    "a redis:// / rediss:// / unix:// / redis+cluster:// / redis+sentinel:// URL (or "
+    "valkey://...), a redis.Redis (also fakeredis.FakeRedis or a Sentinel master_for client), "
+    "a redis.ConnectionPool or a redis.RedisCluster, or valkey-py's valkey.Valkey, "
+    "valkey.ConnectionPool or valkey.ValkeyCluster"
 )
 ASYNC_ACCEPTED = (
-    "a redis:// / rediss:// / unix:// / redis+cluster:// / redis+sentinel:// URL, a "
-    "redis.asyncio.Redis (also fakeredis.FakeAsyncRedis or a Sentinel master_for client), a "
-    "redis.asyncio.ConnectionPool or a redis.asyncio.RedisCluster"
+    "a redis:// / rediss:// / unix:// / redis+cluster:// / redis+sentinel:// URL (or "
+    "valkey://...), a redis.asyncio.Redis (also fakeredis.FakeAsyncRedis or a Sentinel "
+    "master_for client), a redis.asyncio.ConnectionPool or a redis.asyncio.RedisCluster, or "
+    "their valkey.asyncio twins"
 )
 
 T = TypeVar("T")
@@ -92,6 +106,9 @@ class Source:
             ``socket_connect_timeout`` times the attempts its ``Retry`` makes, plus the
             back-off between them; ``None`` when it has no connect timeout.
         in_process: the server is in this process (fakeredis): no network to wait for.
+        twin: a cache-free twin of the caller's pool that syncprims made (its client caches
+            replies: :mod:`syncprims._transport.caching`) and disconnects at shutdown;
+            ``None`` otherwise.
     """
 
     pool: Any
@@ -101,6 +118,7 @@ class Source:
     socket_timeout: float | None
     connect_timeout: float | None
     in_process: bool = False
+    twin: Any = None
 
 
 def _float(value: object) -> float | None:
@@ -142,6 +160,7 @@ def _connect_bound(kwargs: dict[str, Any]) -> float | None:
 
 
 def _pool_source(pool: Any, owned: Any) -> Source:
+    pool, made = cache_free_pool(pool)
     kwargs = pool.connection_kwargs
     return Source(
         pool=pool,
@@ -152,6 +171,7 @@ def _pool_source(pool: Any, owned: Any) -> Source:
         connect_timeout=_connect_bound(kwargs),
         in_process=type(pool).__module__.startswith("fakeredis")
         or getattr(pool, "connection_class", object).__module__.startswith("fakeredis"),
+        twin=pool if made else None,
     )
 
 
@@ -185,25 +205,48 @@ def sync_source(
     """
     if isinstance(source, str):
         client = _made(
-            lambda: redis_from_url(source, timeout=timeout, connect_timeout=connect_timeout), source
+            lambda: client_from_url(source, timeout=timeout, connect_timeout=connect_timeout),
+            source,
         )
         return _from_sync_object(client, owned=client)
     return _from_sync_object(source, owned=None)
 
 
+def _kinds(asynchronous: bool) -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """(client, pool, cluster) classes of one face, redis-py's and, when the application
+    imported it, valkey-py's."""
+    libraries: list[Any] = [redis.asyncio if asynchronous else redis]
+    valkey = valkey_if_imported()
+    if valkey is not None:
+        libraries.append(valkey.asyncio if asynchronous else valkey)
+    clients = tuple(
+        getattr(lib, name)
+        for lib in libraries
+        for name in ("Redis", "Valkey")
+        if hasattr(lib, name)
+    )
+    pools = tuple(lib.ConnectionPool for lib in libraries)
+    clusters = tuple(
+        getattr(lib, name)
+        for lib in libraries
+        for name in ("RedisCluster", "ValkeyCluster")
+        if hasattr(lib, name)
+    )
+    return clients, pools, clusters
+
+
 def _from_sync_object(source: object, *, owned: Any) -> Source:
-    if isinstance(source, redis.Redis):
-        return _pool_source(source.connection_pool, owned)
-    if isinstance(source, redis.ConnectionPool):
+    clients, pools, clusters = _kinds(asynchronous=False)
+    if isinstance(source, clients):
+        return _pool_source(source.connection_pool, owned)  # type: ignore[attr-defined]
+    if isinstance(source, pools):
         return _pool_source(source, owned)
-    if isinstance(source, redis.RedisCluster):
-        return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[no-untyped-call]
-    if isinstance(
-        source, (redis.asyncio.Redis, redis.asyncio.ConnectionPool, redis.asyncio.RedisCluster)
-    ):
+    if isinstance(source, clusters):
+        return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[attr-defined]
+    if isinstance(source, sum(_kinds(asynchronous=True), ())):
         raise TypeError(
-            f"{type(source).__name__} is a redis.asyncio object: pass it to "
-            "syncprims.asyncio.connect(), or pass syncprims.connect() a blocking redis-py client"
+            f"{type(source).__name__} is an asyncio client object: pass it to "
+            "syncprims.asyncio.connect(), or pass syncprims.connect() a blocking client"
         )
     raise TypeError(f"syncprims.connect() takes {ACCEPTED}; got {type(source).__name__}")
 
@@ -222,52 +265,69 @@ async def async_source(
     """
     if isinstance(source, str):
         client = _made(
-            lambda: async_redis_from_url(source, timeout=timeout, connect_timeout=connect_timeout),
+            lambda: async_client_from_url(source, timeout=timeout, connect_timeout=connect_timeout),
             source,
         )
         try:
             return await _from_async_object(client, owned=client)
         except BaseException:
-            await aclose_owned(client)
+            await _aclose(client)
             raise
     return await _from_async_object(source, owned=None)
 
 
 async def _from_async_object(source: object, *, owned: Any) -> Source:
-    if isinstance(source, redis.asyncio.Redis):
-        return _pool_source(source.connection_pool, owned)
-    if isinstance(source, redis.asyncio.ConnectionPool):
+    clients, pools, clusters = _kinds(asynchronous=True)
+    if isinstance(source, clients):
+        return _pool_source(source.connection_pool, owned)  # type: ignore[attr-defined]
+    if isinstance(source, pools):
         return _pool_source(source, owned)
-    if isinstance(source, redis.asyncio.RedisCluster):
+    if isinstance(source, clusters):
         try:
-            await source.initialize()  # loads the slot map (a no-op once loaded)
-        except (redis.exceptions.RedisError, OSError) as error:
+            await source.initialize()  # type: ignore[attr-defined]  # loads the slot map
+        except ERRORS.failures as error:
             raise RedisConnectionError(
                 f"no node of the cluster answered: {error}", maybe_executed=False
             ) from error
-        return _cluster_source(source, source.get_connection_kwargs(), owned)
-    if isinstance(source, (redis.Redis, redis.ConnectionPool, redis.RedisCluster)):
+        return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[attr-defined]
+    if isinstance(source, sum(_kinds(asynchronous=False), ())):
         raise TypeError(
-            f"{type(source).__name__} is a blocking redis-py object: pass it to "
-            "syncprims.connect(), or pass syncprims.asyncio.connect() a redis.asyncio client"
+            f"{type(source).__name__} is a blocking client object: pass it to "
+            "syncprims.connect(), or pass syncprims.asyncio.connect() an asyncio client"
         )
     raise TypeError(
         f"syncprims.asyncio.connect() takes {ASYNC_ACCEPTED}; got {type(source).__name__}"
     )
 
 
-def close_owned(client: Any) -> None:
-    """Close a blocking redis-py client syncprims made (and its sentinels' clients)."""
+def close_source(source: Source) -> None:
+    """Close what syncprims made for a blocking client: the client it made from a URL (and
+    its sentinels' clients), a cache-free twin pool. The caller's objects stay open."""
+    if source.twin is not None:
+        source.twin.disconnect()
+    client = source.owned
+    if client is None:
+        return
     client.close()
     for sentinel in _sentinels(client):
         sentinel.close()
 
 
-async def aclose_owned(client: Any) -> None:
-    """Close a ``redis.asyncio`` client syncprims made (and its sentinels' clients)."""
-    await client.aclose()
+async def aclose_source(source: Source) -> None:
+    """The asyncio twin of :func:`close_source`."""
+    if source.twin is not None:
+        await source.twin.disconnect()
+    client = source.owned
+    if client is None:
+        return
+    await _aclose(client)
     for sentinel in _sentinels(client):
-        await sentinel.aclose()
+        await _aclose(sentinel)
+
+
+async def _aclose(client: Any) -> None:
+    close = getattr(client, "aclose", None)  # redis-py 5.0.1+; before, close()
+    await (close() if close is not None else client.close())
 
 
 def _sentinels(client: Any) -> list[Any]:
@@ -281,13 +341,15 @@ def _sentinels(client: Any) -> list[Any]:
 
 _MULTI = ("redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
 _SINGLE = ("redis", "rediss", "unix")
+_VALKEY_MULTI = ("valkey+cluster", "valkeys+cluster", "valkey+sentinel", "valkeys+sentinel")
+_VALKEY_SINGLE = ("valkey", "valkeys")
 
 
 def _made(make: Callable[[], T], url: str) -> T:
-    """Make a redis-py client from a URL; a cluster whose seeds do not answer fails here."""
+    """Make a client from a URL; a cluster whose seeds do not answer fails here."""
     try:
         return make()
-    except (redis.exceptions.RedisError, OSError) as error:
+    except ERRORS.failures as error:
         raise RedisConnectionError(
             f"could not reach Redis at {redact(url)}: {error}", maybe_executed=False
         ) from error
@@ -303,15 +365,67 @@ def _defaults(timeout: float | None, connect_timeout: float | None, retry: Any) 
     }
 
 
-def _node_kwargs(url: str, host: str, defaults: dict[str, Any]) -> dict[str, Any]:
-    """redis-py's keyword arguments for one host of a multi-host URL (its query included)."""
+def _library(scheme: str, asynchronous: bool) -> SimpleNamespace:
+    """The classes a URL's client is made of: redis-py's, or valkey-py's for ``valkey``
+    schemes (imported then: ``ImportError`` naming the extra when it is missing)."""
+    if scheme.startswith("valkey"):
+        valkey = use_valkey()
+        if asynchronous:
+            import valkey.asyncio.cluster as vcluster
+            import valkey.asyncio.retry as vretry
+            import valkey.asyncio.sentinel as vsentinel
+
+            client, cluster = valkey.asyncio.Valkey, valkey.asyncio.ValkeyCluster
+        else:
+            import valkey.cluster as vcluster  # type: ignore[no-redef]
+            import valkey.retry as vretry  # type: ignore[no-redef]
+            import valkey.sentinel as vsentinel  # type: ignore[no-redef]
+
+            client, cluster = valkey.Valkey, valkey.ValkeyCluster
+        from valkey.backoff import NoBackoff as VNoBackoff
+        from valkey.connection import parse_url as vparse_url
+
+        return SimpleNamespace(
+            client=client,
+            cluster=cluster,
+            node=vcluster.ClusterNode,
+            sentinel=vsentinel.Sentinel,
+            retry=vretry.Retry(VNoBackoff(), 0),
+            parse_url=vparse_url,
+            single=_VALKEY_SINGLE,
+        )
+    if asynchronous:
+        return SimpleNamespace(
+            client=redis.asyncio.Redis,
+            cluster=redis.asyncio.RedisCluster,
+            node=redis.asyncio.cluster.ClusterNode,
+            sentinel=redis.asyncio.sentinel.Sentinel,
+            retry=redis.asyncio.retry.Retry(NoBackoff(), 0),
+            parse_url=redis.connection.parse_url,
+            single=_SINGLE,
+        )
+    return SimpleNamespace(
+        client=redis.Redis,
+        cluster=redis.RedisCluster,
+        node=redis.cluster.ClusterNode,
+        sentinel=redis.sentinel.Sentinel,
+        retry=redis.retry.Retry(NoBackoff(), 0),
+        parse_url=redis.connection.parse_url,
+        single=_SINGLE,
+    )
+
+
+def _node_kwargs(
+    url: str, host: str, defaults: dict[str, Any], parse_url: Callable[[str], dict[str, Any]]
+) -> dict[str, Any]:
+    """The client's keyword arguments for one host of a multi-host URL (its query included)."""
     parts = urlsplit(url)
     base = parts.scheme.split("+")[0]
     userinfo = parts.netloc.rpartition("@")[0]
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != "sentinel_password"]
     single = f"{base}://{userinfo + '@' if userinfo else ''}{host}/?{urlencode(query)}"
     kwargs = dict(defaults)
-    kwargs.update(redis.connection.parse_url(single))  # type: ignore[no-untyped-call]
+    kwargs.update(parse_url(single))
     kwargs.pop("host", None)
     kwargs.pop("port", None)
     if kwargs.pop("connection_class", None) is not None:  # rediss: TLS for every node
@@ -333,14 +447,58 @@ def _hosts(url: str) -> list[tuple[str, int]]:
     return out
 
 
-def _check_scheme(url: object) -> str:
+def _check_scheme(url: object, *, valkey: bool = True) -> str:
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
     scheme = urlsplit(url).scheme
-    if scheme not in _SINGLE + _MULTI:
-        known = ", ".join(s + "://" for s in _SINGLE + _MULTI)
+    known_schemes = _SINGLE + _MULTI + ((_VALKEY_SINGLE + _VALKEY_MULTI) if valkey else ())
+    if scheme not in known_schemes:
+        known = ", ".join(s + "://" for s in known_schemes)
         raise ValueError(f"the URL must start with one of {known}; got {redact(url)!r}")
     return scheme
+
+
+def _from_url(
+    url: str,
+    *,
+    timeout: float | None,
+    connect_timeout: float | None,
+    asynchronous: bool,
+    valkey: bool = True,
+) -> Any:
+    """A client of either face and either library for any URL form syncprims accepts
+    (``valkey``: whether ``valkey://`` forms are accepted)."""
+    scheme = _check_scheme(url, valkey=valkey)
+    lib = _library(scheme, asynchronous)
+    defaults = _defaults(timeout, connect_timeout, lib.retry)
+    if asynchronous:
+        defaults["socket_timeout"] = None
+    if scheme in lib.single or scheme == "unix":
+        return lib.client.from_url(url, **defaults)
+    hosts = _hosts(url)
+    kwargs = _node_kwargs(url, f"{hosts[0][0]}:{hosts[0][1]}", defaults, lib.parse_url)
+    if scheme.endswith("+cluster"):
+        kwargs.pop("db", None)
+        nodes = [lib.node(h, p) for h, p in hosts]
+        return lib.cluster(startup_nodes=nodes, **kwargs)
+    master, sentinel_kwargs = _sentinel_parts(url, kwargs, 3.0 if timeout is None else timeout)
+    sentinel = lib.sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
+    return sentinel.master_for(master, **kwargs)
+
+
+def client_from_url(
+    url: str, *, timeout: float | None = None, connect_timeout: float | None = None
+) -> Any:
+    """A blocking client for any URL form syncprims accepts, ``valkey://`` included (a
+    valkey-py client then); see :func:`redis_from_url`."""
+    return _from_url(url, timeout=timeout, connect_timeout=connect_timeout, asynchronous=False)
+
+
+def async_client_from_url(
+    url: str, *, timeout: float | None = None, connect_timeout: float | None = None
+) -> Any:
+    """The asyncio twin of :func:`client_from_url`."""
+    return _from_url(url, timeout=timeout, connect_timeout=connect_timeout, asynchronous=True)
 
 
 def redis_from_url(
@@ -354,7 +512,8 @@ def redis_from_url(
     (``?sentinel_password=`` for the sentinels' own password). The client has syncprims'
     defaults where the URL says nothing: ``socket_timeout`` ``timeout`` (3 s),
     ``socket_connect_timeout`` 5 s, keep-alive on, and no transport retries (syncprims
-    decides what may be retried).
+    decides what may be retried). ``valkey://`` URLs are for ``syncprims.connect()``, which
+    makes a valkey-py client of them.
 
     Args:
         url: the URL.
@@ -368,21 +527,9 @@ def redis_from_url(
         ValueError: an unknown scheme or a malformed multi-host URL.
         TypeError: ``url`` is not a ``str``.
     """
-    scheme = _check_scheme(url)
-    defaults = _defaults(timeout, connect_timeout, redis.retry.Retry(NoBackoff(), 0))
-    if scheme in _SINGLE:
-        return redis.Redis.from_url(url, **defaults)
-    hosts = _hosts(url)
-    kwargs = _node_kwargs(url, f"{hosts[0][0]}:{hosts[0][1]}", defaults)
-    if scheme.endswith("+cluster"):
-        kwargs.pop("db", None)
-        nodes = [redis.cluster.ClusterNode(h, p) for h, p in hosts]  # type: ignore[no-untyped-call]
-        return redis.RedisCluster(startup_nodes=nodes, **kwargs)
-    master, sentinel_kwargs = _sentinel_parts(url, kwargs, 3.0 if timeout is None else timeout)
-    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-        hosts, sentinel_kwargs=sentinel_kwargs, **kwargs
+    client: redis.Redis | redis.RedisCluster = _from_url(
+        url, timeout=timeout, connect_timeout=connect_timeout, asynchronous=False, valkey=False
     )
-    client: redis.Redis = sentinel.master_for(master, **kwargs)  # type: ignore[no-untyped-call]
     return client
 
 
@@ -392,22 +539,9 @@ def async_redis_from_url(
     """The ``redis.asyncio`` twin of ``redis_from_url`` (same URL forms and defaults, but
     no ``socket_timeout``: with one, redis-py runs every write through ``asyncio.wait_for``,
     so syncprims bounds each whole call itself instead, by its ``timeout`` option)."""
-    scheme = _check_scheme(url)
-    defaults = _defaults(timeout, connect_timeout, redis.asyncio.retry.Retry(NoBackoff(), 0))
-    defaults["socket_timeout"] = None
-    if scheme in _SINGLE:
-        return redis.asyncio.Redis.from_url(url, **defaults)
-    hosts = _hosts(url)
-    kwargs = _node_kwargs(url, f"{hosts[0][0]}:{hosts[0][1]}", defaults)
-    if scheme.endswith("+cluster"):
-        kwargs.pop("db", None)
-        nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in hosts]
-        return redis.asyncio.RedisCluster(startup_nodes=nodes, **kwargs)
-    master, sentinel_kwargs = _sentinel_parts(url, kwargs, 3.0 if timeout is None else timeout)
-    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
-        hosts, sentinel_kwargs=sentinel_kwargs, **kwargs
+    client: redis.asyncio.Redis | redis.asyncio.RedisCluster = _from_url(
+        url, timeout=timeout, connect_timeout=connect_timeout, asynchronous=True, valkey=False
     )
-    client: redis.asyncio.Redis = sentinel.master_for(master, **kwargs)
     return client
 
 
