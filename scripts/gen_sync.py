@@ -64,6 +64,7 @@ MODULES = {
     "syncprims.asyncio": "syncprims._sync",
     "syncprims._runtime.aio": "syncprims._runtime.sync",
     "redis.asyncio": "redis",
+    "valkey.asyncio": "valkey",
 }
 UNWRAP = {"Awaitable": 0, "Coroutine": 2}
 """Generic name -> which type argument replaces it."""
@@ -75,6 +76,7 @@ PHRASES = [
     ("await ", ""),
     ("syncprims.asyncio", "syncprims"),
     ("redis.asyncio.", "redis."),
+    ("valkey.asyncio.", "valkey."),
     ("fakeredis.FakeAsyncRedis", "fakeredis.FakeRedis"),
     ("It runs on the client's event loop", "It runs on the client's services thread"),
 ]

@@ -10,9 +10,11 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, Unpack, final
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, Unpack, final
 
-import redis
+if TYPE_CHECKING:  # only the types are named; valkey-py is optional (the [valkey] extra)
+    import redis
+    import valkey
 
 from syncprims._core.fair import FairLockCore
 from syncprims._core.fenced import FencedLockCore
@@ -43,8 +45,12 @@ __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_
 
 log = logging.getLogger("syncprims")
 
-Source = str | redis.Redis | redis.ConnectionPool | redis.RedisCluster
-"""A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."""
+Source: TypeAlias = (
+    "str | redis.Redis | redis.ConnectionPool | redis.RedisCluster"
+    " | valkey.Valkey | valkey.ConnectionPool | valkey.ValkeyCluster"
+)
+"""A URL, or the redis-py (or valkey-py) client, pool or cluster your application has (see
+``connect``)."""
 
 
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]

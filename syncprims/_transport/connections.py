@@ -377,6 +377,6 @@ def use_valkey() -> ModuleType:
 def valkey_if_imported() -> ModuleType | None:
     """valkey-py, set up by :func:`use_valkey`, when the application has imported it (a
     valkey-py object can exist only then); ``None`` otherwise. Never imports it."""
-    if "valkey" not in sys.modules:
+    if sys.modules.get("valkey") is None:  # not imported (or import blocked)
         return None
     return use_valkey()

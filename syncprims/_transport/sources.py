@@ -235,6 +235,14 @@ def _kinds(asynchronous: bool) -> tuple[tuple[type, ...], tuple[type, ...], tupl
     return clients, pools, clusters
 
 
+def _display(obj: object) -> str:
+    """``redis.asyncio.Redis``, ``valkey.ConnectionPool``...: an object's class as users
+    spell it (the library, its asyncio package, the class)."""
+    module = type(obj).__module__
+    face = ".asyncio" if ".asyncio" in module else ""
+    return f"{module.partition('.')[0]}{face}.{type(obj).__name__}"
+
+
 def _from_sync_object(source: object, *, owned: Any) -> Source:
     clients, pools, clusters = _kinds(asynchronous=False)
     if isinstance(source, clients):
@@ -245,7 +253,7 @@ def _from_sync_object(source: object, *, owned: Any) -> Source:
         return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[attr-defined]
     if isinstance(source, sum(_kinds(asynchronous=True), ())):
         raise TypeError(
-            f"{type(source).__name__} is an asyncio client object: pass it to "
+            f"{_display(source)} is an asyncio client object: pass it to "
             "syncprims.asyncio.connect(), or pass syncprims.connect() a blocking client"
         )
     raise TypeError(f"syncprims.connect() takes {ACCEPTED}; got {type(source).__name__}")
@@ -292,7 +300,7 @@ async def _from_async_object(source: object, *, owned: Any) -> Source:
         return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[attr-defined]
     if isinstance(source, sum(_kinds(asynchronous=False), ())):
         raise TypeError(
-            f"{type(source).__name__} is a blocking client object: pass it to "
+            f"{_display(source)} is a blocking client object: pass it to "
             "syncprims.connect(), or pass syncprims.asyncio.connect() an asyncio client"
         )
     raise TypeError(

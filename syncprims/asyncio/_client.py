@@ -8,9 +8,11 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, Unpack, final
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, Unpack, final
 
-import redis.asyncio
+if TYPE_CHECKING:  # only the types are named; valkey-py is optional (the [valkey] extra)
+    import redis.asyncio
+    import valkey.asyncio
 
 from syncprims._core.fair import FairLockCore
 from syncprims._core.fenced import FencedLockCore
@@ -40,8 +42,12 @@ __all__ = ["Client", "LostCallback", "MasterSet", "Source", "connect", "connect_
 
 log = logging.getLogger("syncprims")
 
-Source = str | redis.asyncio.Redis | redis.asyncio.ConnectionPool | redis.asyncio.RedisCluster
-"""A URL, or the redis-py client, pool or cluster your application has (see ``connect``)."""
+Source: TypeAlias = (
+    "str | redis.asyncio.Redis | redis.asyncio.ConnectionPool | redis.asyncio.RedisCluster"
+    " | valkey.asyncio.Valkey | valkey.asyncio.ConnectionPool | valkey.asyncio.ValkeyCluster"
+)
+"""A URL, or the redis-py (or valkey-py) client, pool or cluster your application has (see
+``connect``)."""
 
 
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]
