@@ -4,6 +4,17 @@
 its own temporary directory) and can stop, kill, pause (SIGSTOP) and restart it on the same
 port. :class:`FakeServer` runs fakeredis' TCP server in a thread, for machines without
 ``redis-server`` (it needs the ``fakeredis[lua]`` extra). Neither ever touches port 6379.
+:class:`RedisClusterSet` (made by ``redis-cli --cluster create``) and :class:`SentinelSet`
+(``--sentinel``) run groups of the same server.
+
+The server binary comes from one setting: the environment variable ``SYNCPRIMS_TEST_SERVER``
+(a path to a ``redis-server`` or ``valkey-server`` binary) when it is set, else
+``redis-server`` from ``PATH``. It serves the single servers, every node of a cluster and the
+sentinels (Valkey's sentinel is ``valkey-server --sentinel``), but not :func:`start_embedded`
+(the demo's server: ``redis-server`` from ``PATH``). ``scripts/servers`` fetches Redis 6.2
+and Valkey 8 binaries for it. The ``redis-cli`` that creates the cluster and probes the nodes
+is the one in the binary's folder when there is one (``redis-cli`` or ``valkey-cli``), else
+``redis-cli`` from ``PATH``.
 """
 
 from __future__ import annotations
@@ -21,14 +32,68 @@ from types import TracebackType
 from typing import Protocol, Self
 
 __all__ = [
+    "SERVER_ENV",
     "EmbeddedServer",
     "FakeServer",
     "RedisClusterSet",
     "RedisServer",
     "SentinelSet",
     "free_port",
+    "server_cli",
+    "server_executable",
     "start_embedded",
 ]
+
+SERVER_ENV = "SYNCPRIMS_TEST_SERVER"
+"""The environment variable naming the server binary (see the module docstring)."""
+
+
+def server_executable() -> str | None:
+    """The server binary: ``$SYNCPRIMS_TEST_SERVER`` when set, else ``redis-server`` from
+    ``PATH`` (``None`` if there is none).
+
+    Raises:
+        FileNotFoundError: ``SYNCPRIMS_TEST_SERVER`` names no executable file.
+    """
+    chosen = os.environ.get(SERVER_ENV)
+    if not chosen:
+        return shutil.which("redis-server")
+    if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+        raise FileNotFoundError(f"{SERVER_ENV}={chosen} is not an executable file")
+    return chosen
+
+
+def server_cli() -> str:
+    """The ``redis-cli`` for the servers: ``redis-cli`` or ``valkey-cli`` next to
+    ``$SYNCPRIMS_TEST_SERVER`` when set and present, else ``redis-cli`` from ``PATH``.
+
+    Raises:
+        FileNotFoundError: none found.
+    """
+    chosen = os.environ.get(SERVER_ENV)
+    if chosen:
+        folder = os.path.dirname(os.path.abspath(chosen))
+        for name in ("redis-cli", "valkey-cli"):
+            cli = os.path.join(folder, name)
+            if os.path.isfile(cli) and os.access(cli, os.X_OK):
+                return cli
+    found = shutil.which("redis-cli")
+    if found is None:
+        raise FileNotFoundError("redis-cli is not on PATH")
+    return found
+
+
+def _server_banner(executable: str) -> tuple[str, str]:
+    """``(name, version)`` from ``<executable> --version``: ``Redis server v=7.0.15 ...``
+    gives ``("redis-server", "7.0.15")``, ``Valkey server v=8.1.8 ...``
+    ``("valkey-server", "8.1.8")``; ``"?"`` for a version it cannot read."""
+    out = subprocess.run(
+        [executable, "--version"], capture_output=True, text=True, check=False
+    ).stdout
+    words = out.split()
+    name = "valkey-server" if words and words[0].lower() == "valkey" else "redis-server"
+    version = next((w[2:] for w in words if w.startswith("v=")), "?")
+    return name, version
 
 
 def free_port(below: int = 65536) -> int:
@@ -81,10 +146,11 @@ class RedisServer:
     Args:
         port: the port; ``None`` picks a free one.
         args: extra ``redis-server`` arguments (``["--requirepass", "x"]``...).
-        executable: the binary; ``None`` finds ``redis-server`` on ``PATH``.
+        executable: the binary; ``None`` takes :func:`server_executable`
+            (``$SYNCPRIMS_TEST_SERVER``, else ``redis-server`` on ``PATH``).
 
     Raises:
-        FileNotFoundError: no ``redis-server``.
+        FileNotFoundError: no ``redis-server`` (or ``SYNCPRIMS_TEST_SERVER`` names none).
         RuntimeError: the server did not answer PING within 10 s.
     """
 
@@ -95,10 +161,11 @@ class RedisServer:
         executable: str | None = None,
         config_file: str | None = None,
     ) -> None:
-        found = executable or shutil.which("redis-server")
+        found = executable or server_executable()
         if found is None:
-            raise FileNotFoundError("redis-server is not on PATH")
+            raise FileNotFoundError(f"redis-server is not on PATH (and {SERVER_ENV} is not set)")
         self.executable = found
+        self._banner: tuple[str, str] | None = None
         self.port = port or free_port()
         self.args = list(args or [])
         self.config_file = config_file
@@ -117,18 +184,37 @@ class RedisServer:
 
     @property
     def description(self) -> str:
-        """``redis-server <version> on 127.0.0.1:<port>``."""
-        return f"redis-server {self.version()} on 127.0.0.1:{self.port}"
+        """``redis-server <version> on 127.0.0.1:<port>`` (``valkey-server ...`` for Valkey)."""
+        return f"{self.name()} {self.version()} on 127.0.0.1:{self.port}"
+
+    def name(self) -> str:
+        """``redis-server`` or ``valkey-server``, from the binary's ``--version``."""
+        if self._banner is None:
+            self._banner = _server_banner(self.executable)
+        return self._banner[0]
 
     def version(self) -> str:
-        """The server's version, from ``redis-server --version``."""
-        out = subprocess.run(
-            [self.executable, "--version"], capture_output=True, text=True, check=False
-        ).stdout
-        for part in out.split():
-            if part.startswith("v="):
-                return part[2:]
-        return "?"
+        """The server's version, from ``<binary> --version`` (``7.0.15``, ``8.1.8``...)."""
+        if self._banner is None:
+            self._banner = _server_banner(self.executable)
+        return self._banner[1]
+
+    def _args_for_version(self) -> list[str]:
+        """:attr:`args`, less ``--enable-debug-command <value>`` before Redis 7 (the option
+        came with 7.0, and a 6.x server refuses to start with it; DEBUG is always on there)."""
+        major = self.version().split(".")[0]
+        if not major.isdigit() or int(major) >= 7:
+            return self.args
+        args: list[str] = []
+        skip = False
+        for arg in self.args:
+            if skip:
+                skip = False
+            elif arg == "--enable-debug-command":
+                skip = True
+            else:
+                args.append(arg)
+        return args
 
     def start(self, timeout: float = 10.0) -> None:
         """Start the server on its port (again, after :meth:`kill` or :meth:`stop`) and wait
@@ -143,7 +229,7 @@ class RedisServer:
             "--bind", "127.0.0.1",
             *([] if self.config_file else ["--save", "", "--appendonly", "no", "--dir", self.dir]),
             "--protected-mode", "no",
-            *self.args,
+            *self._args_for_version(),
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -151,12 +237,16 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.process.returncode} at start")
+                raise RuntimeError(
+                    f"{self.executable} exited with {self.process.returncode} at start"
+                )
             if _ping("127.0.0.1", self.port, 0.5):
                 return
             time.sleep(0.02)
         self.kill()
-        raise RuntimeError(f"redis-server on port {self.port} did not answer within {timeout} s")
+        raise RuntimeError(
+            f"{self.executable} on port {self.port} did not answer within {timeout} s"
+        )
 
     def _signal(self, sig: int) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -272,13 +362,15 @@ def _error_tolerant_handler() -> type:
 
 
 def start_embedded() -> EmbeddedServer:
-    """A ``redis-server`` from ``PATH`` if there is one, else a fakeredis server.
+    """A ``redis-server`` from ``PATH`` if there is one, else a fakeredis server (for the
+    demo and the benchmarks: ``SYNCPRIMS_TEST_SERVER`` does not apply).
 
     Raises:
         RuntimeError: neither is available.
     """
-    if shutil.which("redis-server") and not os.environ.get("SYNCPRIMS_FORCE_FAKEREDIS"):
-        return RedisServer()
+    found = shutil.which("redis-server")
+    if found and not os.environ.get("SYNCPRIMS_FORCE_FAKEREDIS"):
+        return RedisServer(executable=found)
     try:
         return FakeServer()
     except ImportError as error:
@@ -289,9 +381,7 @@ def start_embedded() -> EmbeddedServer:
 
 
 def _cli(*args: str, timeout: float = 30) -> str:
-    cli = shutil.which("redis-cli")
-    if cli is None:
-        raise FileNotFoundError("redis-cli is not on PATH")
+    cli = server_cli()
     done = subprocess.run(
         [cli, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -347,7 +437,7 @@ class RedisClusterSet:
     @property
     def description(self) -> str:
         """For reports."""
-        return f"a {len(self.servers)}-node redis-server cluster on 127.0.0.1"
+        return f"a {len(self.servers)}-node {self.servers[0].name()} cluster on 127.0.0.1"
 
     def masters(self) -> list[RedisServer]:
         """The servers that are masters now."""

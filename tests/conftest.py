@@ -93,14 +93,32 @@ def doomed() -> Iterator[list[RedisServer]]:
         server.stop()
 
 
+REAL_SERVER_FIXTURES = {"redis_server", "real_url", "redis_cluster", "sentinels", "five", "doomed"}
+"""The fixtures that start real servers: a test using one is marked ``real``."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``real`` (and ``cluster``, ``sentinel``) every test that uses a real server's
+    fixture, ``url[real]`` and ``url[cluster]`` included, at collection, so that ``-m real``
+    selects them all (a marker applied by a fixture at set-up comes too late for ``-m``): the
+    run of a server matrix cell (``SYNCPRIMS_TEST_SERVER=... pytest -m real``)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("url") if callspec is not None else None
+        if names & REAL_SERVER_FIXTURES or backend in ("real", "cluster"):
+            item.add_marker(pytest.mark.real)
+        if "redis_cluster" in names or backend == "cluster":
+            item.add_marker(pytest.mark.cluster)
+        if "sentinels" in names:
+            item.add_marker(pytest.mark.sentinel)
+
+
 @pytest.fixture(params=list(BACKENDS))
 def url(request: pytest.FixtureRequest) -> str:
-    """A server of each backend: fakeredis, a real redis-server, a real 3-master cluster."""
+    """A server of each backend: fakeredis, a real redis-server, a real 3-master cluster
+    (marked ``real``/``cluster`` at collection, by :func:`pytest_collection_modifyitems`)."""
     server: Any = request.getfixturevalue(BACKENDS[request.param])
-    if request.param != "fake":
-        request.applymarker(pytest.mark.real)
-    if request.param == "cluster":
-        request.applymarker(pytest.mark.cluster)
     return str(server.url)
 
 

@@ -75,10 +75,46 @@ ACL_COMMANDS = (
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
 (``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat``
 (``expire_at()``); a cluster also needs ``+cluster|slots``, ``+asking``, ``+spublish``,
-``+ssubscribe``, ``+sunsubscribe`` and ``+pubsub|shardnumsub``."""
+``+ssubscribe``, ``+sunsubscribe`` and ``+pubsub|shardnumsub`` (Redis 6.2 has no sharded
+pub/sub and rejects the rules of its three commands). Not here either: the rules for
+redis-py's own calls on connect, which depend on the server (:func:`connect_rules`)."""
 
-ACL_RULES = ("reset", "on", f">{USER_PASSWORD}", *ACL_KEYS, *ACL_CHANNELS, *ACL_COMMANDS)
-"""``ACL SETUSER locker <rules>``."""
+ACL_RULES = (
+    "reset",
+    # Redis 6.2's "reset" (and a new user) allows every channel (acl-pubsub-default is
+    # allchannels there, resetchannels from 7.0), and a "&" pattern after that is an error
+    "resetchannels",
+    "on",
+    f">{USER_PASSWORD}",
+    *ACL_KEYS,
+    *ACL_CHANNELS,
+    *ACL_COMMANDS,
+)
+"""``ACL SETUSER locker <rules>``, on every server; add :func:`connect_rules` for the
+server's version."""
+
+
+def connect_rules(admin: Any) -> tuple[str, ...]:
+    """The rules, by server version, for the calls redis-py makes on every new connection
+    after ``HELLO``/``AUTH``: ``CLIENT SETINFO LIB-NAME``/``LIB-VER`` (redis-py 5+) and, over
+    RESP3 (redis-py 8's default), ``CLIENT MAINT_NOTIFICATIONS ON`` (a Redis Cloud/Enterprise
+    command). redis-py ignores their errors, but each refusal is a ``NOPERM`` entry in
+    ``ACL LOG``; a server that does not know a subcommand replies "unknown subcommand"
+    without an ACL check (Redis 7+, Valkey), except Redis 6, which checks the ACL first.
+
+    * Redis 7.2+ and Valkey (whose ``redis_version`` says 7.2.4): ``+client|setinfo``.
+    * Redis 7.0 and 7.1: nothing (``ACL SETUSER`` rejects ``+client|setinfo``: "Unknown
+      command or category name in ACL").
+    * Redis 6.2: ``+client|setinfo +client|maint_notifications`` (it takes any subcommand
+      name; both then fail as unknown subcommands, granting nothing).
+    """
+    version = str(admin.info("server")["redis_version"])
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if major < 7:
+        return ("+client|setinfo", "+client|maint_notifications")
+    if (major, minor) < (7, 2):
+        return ()
+    return ("+client|setinfo",)
 
 
 def plain_redis(port: int, **options: Any) -> Any:

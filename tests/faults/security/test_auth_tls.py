@@ -26,6 +26,7 @@ from tests.faults.security.helpers import (
     ADMIN_PASSWORD,
     USER,
     USER_PASSWORD,
+    connect_rules,
     lock_waiter,
     plain_redis,
     wakes_on_message,
@@ -44,7 +45,7 @@ def auth_server() -> Iterator[RedisServer]:
     server = RedisServer(args=["--requirepass", ADMIN_PASSWORD])
     admin = plain_redis(server.port, password=ADMIN_PASSWORD)
     try:
-        admin.execute_command("ACL", "SETUSER", USER, *ACL_RULES)
+        admin.execute_command("ACL", "SETUSER", USER, *ACL_RULES, *connect_rules(admin))
         admin.execute_command("ACL", "SETUSER", "retired", "off", ">retired-pw", "+@all", "~*")
         yield server
     finally:
