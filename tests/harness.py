@@ -35,6 +35,7 @@ __all__ = [
     "raw_redis",
     "client_url",
     "redis_py_major",
+    "sharded_pubsub",
     "within",
 ]
 
@@ -101,12 +102,23 @@ def lock_fields(servers: Sequence[RedisServer], name: str) -> list[int]:
     return out
 
 
+def sharded_pubsub(client: Any) -> bool:
+    """Whether syncprims publishes with ``SPUBLISH`` through ``client``: a cluster of Redis 7
+    or newer (Valkey reports a Redis 7 version). A Redis 6.2 cluster has no sharded pub/sub,
+    and syncprims uses ``PUBLISH`` there, as on a single server."""
+    if not isinstance(client, redis.RedisCluster):
+        return False
+    node = client.get_default_node()  # type: ignore[no-untyped-call]
+    info = client.get_redis_connection(node).info("server")
+    return int(str(info["redis_version"]).split(".")[0]) >= 7
+
+
 class RawSubscriber:
     """A redis-py subscriber that listens where syncprims publishes: classic pub/sub, or
     sharded pub/sub (SSUBSCRIBE) on a Redis 7 cluster, where the scripts SPUBLISH."""
 
     def __init__(self, client: Any) -> None:
-        self._cluster = isinstance(client, redis.RedisCluster)
+        self._cluster = sharded_pubsub(client)
         self._pubsub: Any = client.pubsub()
 
     def subscribe(self, channel: str) -> None:

@@ -191,6 +191,10 @@ async def test_astale_falls_back_to_can_read_destructive(redis_server: RedisServ
 # -- read_message: a reply pre-read decoded ---------------------------------------------------
 
 
+class _Push(list[Any]):
+    """A RESP3 push message as hiredis gives it (``PushNotification``, a list subclass)."""
+
+
 class _PreDecoded:
     """A connection whose next reply was decoded by ``can_read`` (redis-py < 8, hiredis)."""
 
@@ -211,6 +215,7 @@ class _PreDecoded:
         (["subscribe", "ch", 1], [b"subscribe", b"ch", 1]),
         ([b"message", b"ch", b"1"], [b"message", b"ch", b"1"]),
         (b"PONG", b"PONG"),
+        (_Push(["smessage", "ch", "0"]), [b"smessage", b"ch", b"0"]),  # RESP3 (hiredis)
     ],
 )
 def test_read_message_gives_bytes(reply: Any, expected: Any) -> None:

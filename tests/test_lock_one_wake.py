@@ -30,7 +30,7 @@ from syncprims._protocol.names import (
     lock_reservation_name,
     lock_waiters_name,
 )
-from tests.harness import Face, within
+from tests.harness import Face, sharded_pubsub, within
 
 
 async def _registered(raw: Any, name: str, count: int, timeout: float = 5.0) -> list[bytes]:
@@ -83,15 +83,16 @@ async def test_a_release_by_a_redisson_client_still_wakes_a_waiter(
     raw.evalsha(
         raw.script_load(scripts.LOCK_UNLOCK.source), 3, name, lock_channel(name),
         f"redisson_unlock_latch:{{{name}}}:x", "0", 30_000, "redisson-client:1",
-        raw_publish(url), 10_000,
+        raw_publish(raw), 10_000,
     )  # fmt: skip
     assert await within(10, waiting)
     assert time.monotonic() - started < 0.9  # woken by the message, not its 1 s re-check
     await waiter(client.get_lock(name).unlock)
 
 
-def raw_publish(url: str) -> str:
-    return "SPUBLISH" if "cluster" in url else "PUBLISH"
+def raw_publish(raw: Any) -> str:
+    """The publish command syncprims' scripts use through ``raw``'s server(s)."""
+    return "SPUBLISH" if sharded_pubsub(raw) else "PUBLISH"
 
 
 async def test_a_reservation_for_a_client_that_is_gone_runs_out(

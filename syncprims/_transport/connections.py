@@ -180,7 +180,8 @@ def read_message(conn: Any) -> Any:
     it is encoded again here (UTF-8, as every name syncprims publishes on).
     """
     reply = read(conn, None)
-    if type(reply) is list and reply and isinstance(reply[0], str):
+    # A list, or a RESP3 push message (hiredis' PushNotification, a list subclass).
+    if isinstance(reply, list) and reply and isinstance(reply[0], str):
         return [part.encode() if isinstance(part, str) else part for part in reply]
     return reply
 

@@ -26,6 +26,7 @@ multi-host forms: ``redis+cluster://[user:password@]host:port,host:port[?...]`` 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -390,8 +391,8 @@ def _library(scheme: str, asynchronous: bool) -> SimpleNamespace:
             import valkey.sentinel as vsentinel  # type: ignore[no-redef]
 
             client, cluster = valkey.Valkey, valkey.ValkeyCluster
+        from valkey._parsers.url_parser import parse_url as vparse_url  # every 6.x
         from valkey.backoff import NoBackoff as VNoBackoff
-        from valkey.connection import parse_url as vparse_url
 
         return SimpleNamespace(
             client=client,
@@ -399,7 +400,7 @@ def _library(scheme: str, asynchronous: bool) -> SimpleNamespace:
             node=vcluster.ClusterNode,
             sentinel=vsentinel.Sentinel,
             retry=vretry.Retry(VNoBackoff(), 0),
-            parse_url=vparse_url,
+            parse_url=functools.partial(vparse_url, async_connection=asynchronous),
             single=_VALKEY_SINGLE,
         )
     if asynchronous:
