@@ -171,17 +171,25 @@ class _OldAsyncConnection(redis.asyncio.Connection):
 
 
 async def test_astale_falls_back_to_can_read_destructive(redis_server: RedisServer) -> None:
+    # The stale connection that matters: one the server closed (a restart, CLIENT KILL).
+    # (A reply nobody read is seen by the hiredis parser's can_read_destructive, not by the
+    # pure-Python parsers' before redis-py 8, which look for the end of the stream only; the
+    # transports never leave a reply unread on a connection they keep.)
     conn = _OldAsyncConnection(port=redis_server.port)
     assert not connections._has_can_read(conn)
     await conn.connect()  # type: ignore[no-untyped-call]
+    admin = redis.Redis(port=redis_server.port)
     try:
+        await conn.send_command("CLIENT", "ID")
+        client_id = int(await conn.read_response())
         assert not await astale(conn)  # idle and open
-        await conn.send_command("PING")
-        await asyncio.sleep(0.1)
-        assert await astale(conn)  # a reply nobody read
+        admin.execute_command("CLIENT", "KILL", "ID", client_id)  # type: ignore[no-untyped-call]
+        await asyncio.sleep(0.2)
+        assert await astale(conn)  # closed by the server
     finally:
         await conn.disconnect()
-    assert await astale(conn)  # closed
+        admin.close()
+    assert await astale(conn)  # closed here
     fresh = redis.asyncio.Connection(port=redis_server.port)
     await fresh.connect()  # type: ignore[no-untyped-call]
     assert not await astale(fresh)
