@@ -12,12 +12,26 @@ Decisions: ``add_permits`` and ``drain_permits`` keep the key's TTL (Redisson's 
 it); ``add_permits`` accepts a negative number (to shrink the pool), every other count must
 be >= 0 (0 permits: no Redis call); an acquire abandoned by a cancelled or timed-out asyncio
 caller gives its permits back.
+
+Redisson 4.x parity (issue 30): ``Semaphore.try_set_permits(permits, ttl)`` and
+``release_if_exists``; the permit-expirable semaphore's multi-permit acquire (one script, all
+permits or none: ``acquire_many`` / ``try_acquire_many``, a list of ids), its all-or-nothing
+release of a list of ids (``release`` / ``try_release`` take one id or a list),
+``get_permits``, ``add_permits`` and ``get_lease_time``. Each runs a script with Redisson's
+KEYS, ARGV and effects. Decisions there: a list of ids must be non-empty, without duplicates
+(Redisson's ``release(List)`` would release them and still fail) and at most
+``MAX_PERMITS_PER_CALL`` long (the release script unpacks the list; Lua's stack stops near
+8000); ``try_acquire_many(0)`` returns ``[]`` without Redis (Redisson's blocking
+``acquire(0)`` never returns); the permit-expirable ``add_permits`` keeps the TTL and returns
+the new count, and is never re-sent after a lost reply (it adds), unlike Redisson's.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from syncprims._core.objects import ExpirableCore
@@ -31,7 +45,13 @@ from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
 from syncprims.errors import PermitNotHeldError, SyncPrimsError
 
-__all__ = ["NEVER", "PermitExpirableSemaphoreCore", "SemaphoreCore", "semaphore_policy"]
+__all__ = [
+    "MAX_PERMITS_PER_CALL",
+    "NEVER",
+    "PermitExpirableSemaphoreCore",
+    "SemaphoreCore",
+    "semaphore_policy",
+]
 
 log = logging.getLogger("syncprims.semaphore")
 
@@ -52,6 +72,39 @@ def semaphore_policy(waiters: Wakeable, message: bytes) -> None:
 NEVER = 922337203685477
 """The lease expiry score of a permit that never expires (Redisson's constant)."""
 
+MAX_PERMITS_PER_CALL = 1000
+"""The most permit ids one call of a permit-expirable semaphore acquires or releases (the
+release script unpacks the ids, and Lua's stack holds about 8000 values)."""
+
+
+def _check_many(permits: object) -> int:
+    """A multi-permit count: an ``int`` from 0 to ``MAX_PERMITS_PER_CALL``."""
+    count = check_count(permits, "permits")
+    if count > MAX_PERMITS_PER_CALL:
+        raise ValueError(f"permits must be at most {MAX_PERMITS_PER_CALL} per call, got {count}")
+    return count
+
+
+def _parse_permit_ids(permit_ids: object) -> list[bytes]:
+    """A list (or tuple, any sequence but a string) of permit ids to their raw bytes.
+
+    Raises:
+        TypeError: not a sequence of ``str``.
+        ValueError: empty, too long, with duplicates, or an id that is not 32 hex characters.
+    """
+    if isinstance(permit_ids, (str, bytes, bytearray)) or not isinstance(permit_ids, Sequence):
+        raise TypeError(f"permit_ids must be a list of permit ids, not {type(permit_ids).__name__}")
+    if not permit_ids:
+        raise ValueError("permit_ids must not be empty")
+    if len(permit_ids) > MAX_PERMITS_PER_CALL:
+        raise ValueError(
+            f"permit_ids must hold at most {MAX_PERMITS_PER_CALL} ids, got {len(permit_ids)}"
+        )
+    ids = [parse_permit_id(permit_id) for permit_id in permit_ids]
+    if len(set(ids)) != len(ids):
+        raise ValueError("permit_ids must not repeat an id")
+    return ids
+
 
 class SemaphoreCore(ExpirableCore):
     """A counting semaphore."""
@@ -68,10 +121,24 @@ class SemaphoreCore(ExpirableCore):
             action="setting the permits of",
         )
 
-    async def try_set_permits(self, permits: object) -> bool:
-        """Set the permits if the semaphore does not exist yet; ``True`` if it was set."""
+    async def try_set_permits(self, permits: object, ttl: object = None) -> bool:
+        """Set the permits (and, with ``ttl`` seconds, a time to live, in the same script) if
+        the semaphore does not exist yet; ``True`` if it was set.
+
+        Raises:
+            TypeError, ValueError: a bad count or ``ttl`` (nothing is sent).
+        """
         count = check_count(permits, "permits")
-        return bool(await self._set("try_set", count) == 1)
+        if ttl is None:
+            return bool(await self._set("try_set", count) == 1)
+        ms = lease_ms(ttl, "ttl")
+        reply = await self.run_script(
+            ScriptCall(
+                scripts.SEM_TRY_SET_TTL, [self.name, self.channel], [count, self.publish, ms]
+            ),
+            action="setting the permits of",
+        )
+        return bool(reply == 1)
 
     async def add_permits(self, permits: object) -> int:
         """Add permits (a negative number removes them); returns the new count."""
@@ -154,6 +221,30 @@ class SemaphoreCore(ExpirableCore):
         count = check_count(permits, "permits")
         if count:
             await self._release(count)
+
+    async def release_if_exists(self, permits: object) -> bool:
+        """Give ``permits`` back only if the semaphore exists (nothing is created); ``False``
+        when it does not, or for 0 permits (no Redis call), as Redisson.
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+        """
+        count = check_count(permits, "permits")
+        if count == 0:
+            return False
+        ex = self._ex
+        # Not re-sent after a lost reply: INCRBY twice would give back twice (as _release).
+        reply = await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.SEM_RELEASE_IF_EXISTS,
+                [self.name, self.channel],
+                [count, self.publish],
+                context=self.context("releasing"),
+            ),
+            idempotent=False,
+        )
+        return bool(reply == 1)
 
     async def statistics(self) -> SemaphoreStatistics:
         """A snapshot: available permits and this client's waiters."""
@@ -282,6 +373,93 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         protocol; its id, or ``None``."""
         return await self.try_acquire(threading_wait(blocking, timeout), lease_time)
 
+    async def _attempt_many(self, permits: list[bytes], lease_time: object) -> int | None:
+        # As _attempt, for several ids in one script (Redisson's multi-permit acquire).
+        ex = self._ex
+        expiry = self._expiry(lease_time)
+        now = ex.wall_ms()
+        sent = ex.monotonic()
+        reply = await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.PES_ACQUIRE_MANY,
+                [self.name, self.timeouts, self.channel],
+                [len(permits), expiry, now, NEVER, self.publish, *permits],
+                context=self.context("acquiring permits of"),
+                on_orphan=lambda late: self._give_back_many(permits, late),
+            ),
+            idempotent=False,
+        )
+        if reply == 1:
+            lease = None if lease_time is None else (expiry - now) / 1000
+            took = ex.monotonic() - sent
+            if lease is None or took < lease:
+                return None
+            # Granted after their lease ran out (see _attempt): give them back (if another
+            # caller reclaimed one, the all-or-nothing release does nothing, and the rest are
+            # reclaimed by the next script: their lease is over) and try again.
+            log.warning(
+                "%s: the permits came %.3f s after they were asked for, past their %.3f s "
+                "lease: not taken",
+                self.context("acquiring permits of"),
+                took,
+                lease,
+            )
+            try:
+                await self._release_many(permits)
+            except SyncPrimsError as error:  # their lease bounds them
+                log.debug("%s: giving back late permits failed: %r", self.name, error)
+            return 0
+        return max(1, int(reply) - now) if reply else -1
+
+    async def _give_back_many(self, permits: list[bytes], late_reply: Any) -> None:
+        if late_reply == 1:
+            await self._release_many(permits)
+
+    async def try_acquire_many(
+        self, permits: object, wait_time: object, lease_time: object
+    ) -> list[str] | None:
+        """Lease ``permits`` permits at once (all or none) within ``wait_time`` seconds;
+        their ids, or ``None``. 0 permits: ``[]`` without Redis.
+
+        Raises:
+            TypeError, ValueError: a bad count or duration (nothing is sent).
+        """
+        count = _check_many(permits)
+        wait = wait_seconds(wait_time)
+        if lease_time is not None:
+            lease_ms(lease_time)  # validate before anything is sent
+        if count == 0:
+            return []
+        ids = [secrets.token_bytes(16) for _ in range(count)]
+        acquired = await acquire_loop(
+            self._ex,
+            lambda: self._attempt_many(ids, lease_time),
+            channel=self.channel,
+            policy=semaphore_policy,
+            wait=wait,
+            route=self.name,
+        )
+        return [permit.hex() for permit in ids] if acquired else None
+
+    async def acquire_many(self, permits: object, lease_time: object) -> list[str]:
+        """Lease ``permits`` permits at once, waiting as long as it takes; their ids."""
+        ids = await self.try_acquire_many(permits, math.inf, lease_time)
+        assert ids is not None  # an unbounded wait ends only when acquired
+        return ids
+
+    async def _release_many(self, permits: list[bytes]) -> int:
+        ex = self._ex
+        reply = await self.run_script(
+            ScriptCall(
+                scripts.PES_RELEASE_MANY,
+                [self.name, self.channel, self.timeouts],
+                [len(permits), ex.wall_ms(), self.publish, *permits],
+            ),
+            action="releasing permits of",
+        )
+        return int(reply)
+
     async def _release(self, permit: bytes) -> Any:
         ex = self._ex
         return await self.run_script(
@@ -294,22 +472,100 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         )
 
     async def try_release(self, permit_id: object) -> bool:
-        """Give a permit back; ``False`` when the id is unknown, released or expired."""
-        return bool(await self._release(parse_permit_id(permit_id)) == 1)
+        """Give a permit back (a ``str`` id), or several at once (a list of ids: all or
+        none); ``False`` when an id is unknown, released or expired (a list: nothing is
+        released then).
+
+        Raises:
+            TypeError, ValueError: not a permit id or a list of them: empty, with
+                duplicates, or longer than ``MAX_PERMITS_PER_CALL`` (nothing is sent).
+        """
+        if isinstance(permit_id, str) or not isinstance(permit_id, Sequence):
+            return bool(await self._release(parse_permit_id(permit_id)) == 1)
+        permits = _parse_permit_ids(permit_id)
+        return await self._release_many(permits) == len(permits)
 
     async def release(self, permit_id: object) -> None:
-        """Give a permit back.
+        """Give a permit back, or several (all or none), as ``try_release``.
+
+        Raises:
+            PermitNotHeldError: an id is unknown, already released, or its lease ran out
+                (a list: nothing was released; ``permit_id`` lists the ids, comma-separated).
+        """
+        if not await self.try_release(permit_id):
+            if isinstance(permit_id, str) or not isinstance(permit_id, Sequence):
+                what, shown = f"permit {permit_id} of", str(permit_id)
+            else:
+                shown = ", ".join(str(one) for one in permit_id)
+                what = f"one of the permits {shown} (none was released) of"
+            raise PermitNotHeldError(
+                f"{what} {self.kind} {self.name!r} is unknown, already released, or its "
+                "lease ran out",
+                name=self.name,
+                permit_id=shown,
+            )
+
+    async def get_permits(self) -> int:
+        """All permits, available and leased (0 when the counter does not exist), after
+        expired leases were given back."""
+        ex = self._ex
+        reply = await self.run_script(
+            ScriptCall(
+                scripts.PES_GET_PERMITS,
+                [self.name, self.timeouts, self.channel],
+                [ex.wall_ms(), self.publish],
+            ),
+            action="counting the permits of",
+        )
+        return int(reply)
+
+    async def add_permits(self, permits: object) -> int:
+        """Add available permits (a negative number removes them); the new count.
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+        """
+        count = check_count(permits, "permits", minimum=-MAX_COUNT)
+        ex = self._ex
+        # Not re-sent after a lost reply (it adds; Redisson's is): see _release of Semaphore.
+        reply = await with_retry(
+            ex,
+            lambda: ex.eval(
+                scripts.PES_ADD_PERMITS,
+                [self.name, self.channel],
+                [count, self.publish],
+                context=self.context("adding permits to"),
+            ),
+            idempotent=False,
+        )
+        return int(reply)
+
+    async def get_lease_time(self, permit_id: object) -> float | None:
+        """A leased permit's lease left, seconds; ``None`` when it never expires.
 
         Raises:
             PermitNotHeldError: the id is unknown, already released, or its lease ran out.
+            TypeError, ValueError: not a permit id (nothing is sent).
         """
-        if not await self.try_release(permit_id):
+        permit = parse_permit_id(permit_id)
+        ex = self._ex
+        reply = await self.run_script(
+            ScriptCall(
+                scripts.PES_LEASE_TIME,
+                [self.name, self.timeouts, self.channel],
+                [permit, NEVER, ex.wall_ms(), self.publish],
+            ),
+            action="reading a lease of",
+        )
+        ms = int(reply)
+        if ms == 0:
             raise PermitNotHeldError(
                 f"permit {permit_id} of {self.kind} {self.name!r} is unknown, already "
                 "released, or its lease ran out",
                 name=self.name,
                 permit_id=str(permit_id),
             )
+        return None if ms < 0 else ms / 1000
 
     async def update_lease_time(self, permit_id: object, lease_time: object) -> bool:
         """Give a leased permit a new lease (``None``: never expires); ``False`` if unknown."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Self, final
 
@@ -42,19 +42,24 @@ class Semaphore(RExpirable):
 
     _core: SemaphoreCore
 
-    async def try_set_permits(self, permits: int) -> bool:
+    async def try_set_permits(self, permits: int, ttl: Duration | None = None) -> bool:
         """Set the number of permits if the semaphore does not exist yet.
 
         Args:
             permits: >= 0.
+            ttl: a time to live for the semaphore (seconds or ``timedelta``, > 0), set in
+                the same script as the permits (Redisson's ``trySetPermits(permits,
+                timeToLive)``); ``None`` (default): none.
 
         Returns:
-            ``True`` if set; ``False`` if the semaphore existed (nothing changes).
+            ``True`` if set; ``False`` if the semaphore existed (nothing changes, its TTL
+            neither).
 
         Raises:
-            TypeError, ValueError: a bad count (nothing is sent).
+            TypeError, ValueError: a bad count or ``ttl`` (nothing is sent).
+            TransportError: Redis could not be reached (after retries).
         """
-        return await self._core.try_set_permits(permits)
+        return await self._core.try_set_permits(permits, ttl)
 
     async def add_permits(self, permits: int) -> int:
         """Add permits; a negative number removes them (the count may go below 0).
@@ -124,6 +129,24 @@ class Semaphore(RExpirable):
         """
         await self._core.release(permits)
 
+    async def release_if_exists(self, permits: int = 1) -> bool:
+        """Give ``permits`` back only if the semaphore exists (Redisson's
+        ``releaseIfExists``): unlike [`release`][syncprims.asyncio.Semaphore.release], a
+        semaphore that was deleted or expired is not created again.
+
+        Args:
+            permits: >= 0 (0 returns ``False`` at once without Redis, as Redisson).
+
+        Returns:
+            ``True`` if the permits were given back; ``False`` if the semaphore does not
+            exist (nothing changes).
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+            TransportError: Redis could not be reached; not re-sent once it may have run.
+        """
+        return await self._core.release_if_exists(permits)
+
     def __call__(
         self, func: Callable[P, Awaitable[T]]
     ) -> Callable[P, Coroutine[object, object, T]]:
@@ -164,6 +187,14 @@ class PermitExpirableSemaphore(RExpirable):
 
     Use it when holders may die (a killed worker's permit returns by itself). Each acquire
     returns a permit id (32 hex characters) to release later; releasing an unknown id raises.
+    [`acquire`][syncprims.asyncio.PermitExpirableSemaphore.acquire] and
+    [`try_acquire`][syncprims.asyncio.PermitExpirableSemaphore.try_acquire] lease one permit
+    and return its id (a ``str``);
+    [`acquire_many`][syncprims.asyncio.PermitExpirableSemaphore.acquire_many] and
+    [`try_acquire_many`][syncprims.asyncio.PermitExpirableSemaphore.try_acquire_many] lease
+    several at once, all or none, and return a ``list`` of ids, which
+    [`release`][syncprims.asyncio.PermitExpirableSemaphore.release] takes back in one call
+    (again all or none).
 
     Example:
         ```python
@@ -224,18 +255,93 @@ class PermitExpirableSemaphore(RExpirable):
         """
         return await self._core.try_acquire(wait_time, lease_time)
 
-    async def release(self, permit_id: str) -> None:
-        """Give a permit back.
+    async def acquire_many(self, permits: int, *, lease_time: Duration | None = None) -> list[str]:
+        """Lease ``permits`` permits at once, all or none, waiting as long as it takes
+        (Redisson's ``acquire(permits, leaseTime, unit)``).
+
+        A separate method, not an ``acquire(permits=...)`` option, so that each method has
+        one return type: [`acquire`][syncprims.asyncio.PermitExpirableSemaphore.acquire]
+        returns one id (a ``str``), this a list.
+
+        Args:
+            permits: how many, 0 to 1000 (0 returns ``[]`` at once without Redis).
+            lease_time: seconds or ``timedelta`` until the permits come back by themselves
+                (the same lease for all); ``None``: they never do (release them yourself).
+
+        Returns:
+            The permit ids (32-character hex strings), ``permits`` of them, all distinct.
 
         Raises:
-            PermitNotHeldError: the id is unknown, already released, or its lease ran out.
-            TypeError, ValueError: not a permit id (32 hex characters).
+            TypeError, ValueError: a bad count or duration (nothing is sent).
+        """
+        return await self._core.acquire_many(permits, lease_time)
+
+    async def try_acquire_many(
+        self,
+        permits: int,
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+    ) -> list[str] | None:
+        """Lease ``permits`` permits at once, all or none, if it can be done within
+        ``wait_time`` (Redisson's ``tryAcquire(permits, waitTime, leaseTime, unit)``).
+
+        Args:
+            permits: how many, 0 to 1000 (0 returns ``[]`` at once without Redis).
+            wait_time: seconds or ``timedelta``; ``None`` or 0 for one attempt;
+                ``math.inf`` to wait forever.
+            lease_time: as in
+                [`acquire_many`][syncprims.asyncio.PermitExpirableSemaphore.acquire_many].
+
+        Returns:
+            The permit ids, or ``None`` when they were not acquired (none was: Redisson
+            returns an empty list there).
+
+        Raises:
+            TypeError, ValueError: a bad count or duration (nothing is sent).
+        """
+        return await self._core.try_acquire_many(permits, wait_time, lease_time)
+
+    async def release(self, permit_id: str | Sequence[str]) -> None:
+        """Give a permit back, or several at once: all or none.
+
+        Args:
+            permit_id: one id, or a list (or tuple) of ids, as returned by
+                [`acquire_many`][syncprims.asyncio.PermitExpirableSemaphore.acquire_many]:
+                non-empty, without duplicates, at most 1000.
+
+        Raises:
+            PermitNotHeldError: an id is unknown, already released, or its lease ran out;
+                for a list, nothing was released then (Redisson's ``release(List)``).
+            TypeError, ValueError: not a permit id (32 hex characters) or a list of them
+                (nothing is sent).
         """
         await self._core.release(permit_id)
 
-    async def try_release(self, permit_id: str) -> bool:
-        """Give a permit back; ``False`` when the id is unknown, released or expired."""
+    async def try_release(self, permit_id: str | Sequence[str]) -> bool:
+        """Give a permit back, or several at once (all or none), as
+        [`release`][syncprims.asyncio.PermitExpirableSemaphore.release].
+
+        Returns:
+            ``True`` if released; ``False`` when an id is unknown, released or expired (for
+            a list, nothing was released: Redisson's ``tryRelease(List)`` returns 0 then, and
+            the number of ids otherwise).
+
+        Raises:
+            TypeError, ValueError: as ``release`` (nothing is sent).
+        """
         return await self._core.try_release(permit_id)
+
+    async def get_lease_time(self, permit_id: str) -> float | None:
+        """A leased permit's lease left (Redisson's ``getLeaseTime``).
+
+        Returns:
+            Seconds until the permit comes back by itself, or ``None`` when it never does.
+
+        Raises:
+            PermitNotHeldError: the id is unknown, already released, or its lease ran out.
+            TypeError, ValueError: not a permit id (nothing is sent).
+        """
+        return await self._core.get_lease_time(permit_id)
 
     async def update_lease_time(self, permit_id: str, lease_time: Duration | None) -> bool:
         """Give a leased permit a new lease from now (``None``: it never expires).
@@ -252,6 +358,27 @@ class PermitExpirableSemaphore(RExpirable):
     async def acquired_permits(self) -> int:
         """Permits leased now, after expired leases were given back."""
         return await self._core.acquired_permits()
+
+    async def get_permits(self) -> int:
+        """All permits, available and leased (Redisson's ``getPermits``), after expired
+        leases were given back; 0 when the semaphore does not exist."""
+        return await self._core.get_permits()
+
+    async def add_permits(self, permits: int) -> int:
+        """Add available permits; a negative number removes them (the count may go below 0).
+
+        Unlike Redisson's ``addPermits``, the TTL is kept (as
+        [`Semaphore.add_permits`][syncprims.asyncio.Semaphore.add_permits]) and the call is
+        not re-sent once it may have run (a second run would add again).
+
+        Returns:
+            The new number of available permits.
+
+        Raises:
+            TypeError, ValueError: a bad count (nothing is sent).
+            TransportError: Redis could not be reached.
+        """
+        return await self._core.add_permits(permits)
 
     async def set_permits(self, permits: int) -> None:
         """Set the total number of permits (available and leased).
