@@ -51,6 +51,7 @@ class ConnectOptions(TypedDict, total=False):
     replica_sync_timeout: Duration
     lock_grant_handoff: bool
     lock_grant_direct: bool
+    raise_on_release_error: bool
 
 
 def _seconds(value: Duration) -> float:
@@ -190,6 +191,16 @@ class Config:
             size the application waits on): grants come by message there. Default
             ``True``; the asyncio face always takes the message (its reader runs on the
             waiter's own loop: no hop to save).
+        raise_on_release_error: whether leaving ``with lock:`` (or ``async with``) raises
+            ``LockNotHeldError`` when the lock was no longer held there: its lease ran out
+            or it was lost (force-unlocked, deleted, renewals failed) inside the block.
+            ``True`` (default). ``False``: the exit logs a WARNING on the ``syncprims.lock``
+            logger, naming the lock, and does not raise; for holders told of a loss
+            another way (``on_lost``, ``is_lost``, ``hold_or_cancel()``). Only the
+            context manager's (and the decorator's) exit is quiet: an explicit
+            ``unlock()`` still raises. redis-py's ``Lock`` option of the same name and
+            meaning. Per lock: ``get_lock(name, raise_on_release_error=...)`` and the
+            other lock getters.
     """
 
     lock_watchdog_timeout: float = attrs.field(
@@ -212,6 +223,9 @@ class Config:
         default=True, validator=attrs.validators.instance_of(bool)
     )
     lock_grant_direct: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool)
+    )
+    raise_on_release_error: bool = attrs.field(
         default=True, validator=attrs.validators.instance_of(bool)
     )
 

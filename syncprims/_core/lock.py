@@ -367,6 +367,9 @@ class LockCore(ExpirableCore):
         self._leases: dict[str, int] = {}
         # Lock-loss notification (see the module docstring).
         self.on_lost: Callable[[str, LossReason], None] | None = None
+        # Whether leaving ``with lock:`` raises when the hold was gone; ``None``: the
+        # client's ``Config.raise_on_release_error``.
+        self.raise_on_release_error: bool | None = None
         self._lost: dict[str, LossReason] = {}  # owner field -> why its hold was lost
         self._held_since: dict[str, float] = {}  # owner field -> first hold (monotonic s)
         self._expires: dict[str, float] = {}  # owner field -> when its explicit lease ends
@@ -397,22 +400,28 @@ class LockCore(ExpirableCore):
 
     def fresh_field(self, owner: int) -> None:
         """Before ``owner`` acquires: if it holds nothing and a release of its field had an
-        unknown outcome, give it a new field (module docstring)."""
-        if not self._tainted:
+        unknown outcome, or a renewal of its last hold may still run (Redisson #7272's
+        family: ``syncprims._services.watchdog``), give it a new field (module docstring)."""
+        watchdog = self._ex.watchdog
+        if not self._tainted and not watchdog.may_renew_late(self.name, self.field(owner)):
             return
         key = (self._ex.client_id, self.name, owner)
         if key in self._holds:
             return
         fields = self._owner_fields(owner)
-        if not any((self.name, field) in self._tainted for field in fields):
+        tainted = any((self.name, field) in self._tainted for field in fields)
+        late = [field for field in fields if watchdog.may_renew_late(self.name, field)]
+        if not tainted and not late:
             return
         for field in fields:
             self._tainted.discard((self.name, field))
+            watchdog.forget_late(self.name, field)
         self._incarnations[key] = self._incarnations.get(key, 0) + 1
-        log.info(
-            "%s: a release of owner %s had an unknown outcome and may still run; its next "
-            "hold uses the field %s",
+        log.log(
+            logging.INFO if tainted else logging.DEBUG,
+            "%s: a %s of owner %s may still run; its next hold uses the field %s",
             self.context("acquiring"),
+            "release with an unknown outcome" if tainted else "renewal of its last hold",
             owner,
             self.field(owner),
         )
@@ -1305,6 +1314,23 @@ class LockCore(ExpirableCore):
                 owner=field,
             )
 
+    def raises_on_release_error(self) -> bool:
+        """Whether leaving ``with lock:`` raises when the hold was gone: the lock's
+        ``raise_on_release_error``, else the client's."""
+        own = self.raise_on_release_error
+        return self._ex.config.raise_on_release_error if own is None else own
+
+    async def unlock_on_exit(self, owner: int) -> None:
+        """The release that ends ``with lock:``: :meth:`unlock`, whose ``LockNotHeldError``
+        is logged instead of raised when :meth:`raises_on_release_error` is off.
+
+        Raises:
+            LockNotHeldError: the hold was gone (its lease ran out, or it was lost), unless
+                ``raise_on_release_error`` is off.
+            TransportError: Redis failed (after retries); the lock expires by its lease.
+        """
+        await release_on_exit(self.unlock(owner), raises=self.raises_on_release_error())
+
     async def force_unlock(self) -> bool:
         """Delete the lock whoever holds it and wake waiters; ``True`` if it was held."""
         self._ex.watchdog.cancel_all(self.name)
@@ -1341,4 +1367,22 @@ class LockCore(ExpirableCore):
             hold_count=await self.get_hold_count(owner),
             lease_remaining=await self.remain_time_to_live(),
             waiters=waiters(self._ex, self.name),
+        )
+
+
+async def release_on_exit(release: Awaitable[None], *, raises: bool) -> None:
+    """Await ``release``, the unlock that ends a ``with`` block; with ``raises`` off
+    (``raise_on_release_error=False``), its ``LockNotHeldError`` (the hold ran out or was lost
+    inside the block) becomes a WARNING on the ``syncprims.lock`` logger, naming the lock (as
+    redis-py's ``Lock(raise_on_release_error=False)``)."""
+    try:
+        await release
+    except LockNotHeldError as error:
+        if raises:
+            raise
+        log.warning(
+            "%r was no longer held when its with-block ended (its lease ran out or it was "
+            "lost); not raising, as raise_on_release_error is off: %s",
+            error.name,
+            error,
         )

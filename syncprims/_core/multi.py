@@ -38,7 +38,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from syncprims._core.lock import LockCore, lock_policy
+from syncprims._core.lock import LockCore, lock_policy, release_on_exit
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
@@ -259,6 +259,12 @@ class MultiLockCore:
     async def _release_quietly(self, holds: list[tuple[LockCore, str]]) -> None:
         if holds:
             await self._release(holds, retry=False)
+
+    async def unlock_on_exit(self, owner: int) -> None:
+        """The release that ends ``with lock:`` (``LockCore.unlock_on_exit``): quiet when
+        every sub-lock's ``raise_on_release_error`` is off."""
+        raises = any(sub.raises_on_release_error() for sub in self.locks)
+        await release_on_exit(self.unlock(owner), raises=raises)
 
     async def unlock(self, owner: int) -> None:
         """Release one hold of every sub-lock, in parallel.

@@ -192,6 +192,12 @@ class RenewalRegistry(Protocol):
     def lease_end(self, name: str, field: str) -> float | None:
         """Until when (monotonic seconds) the hold is known valid; ``None``: not renewed."""
 
+    def may_renew_late(self, name: str, field: str) -> bool:
+        """Whether a renewal of a dropped hold may still run in Redis (sent, unanswered)."""
+
+    def forget_late(self, name: str, field: str) -> None:
+        """Stop remembering ``field``'s late renewal (the owner took a new field)."""
+
 
 class KeyJanitor(Protocol):
     """Background deletion of short-lived keys. Never blocks."""
@@ -236,6 +242,10 @@ class Settings(Protocol):
     @property
     def lock_grant_direct(self) -> bool:
         """Whether a granted waiter of the blocking face takes its grant from a list."""
+
+    @property
+    def raise_on_release_error(self) -> bool:
+        """Whether leaving ``with lock:`` raises when the hold was gone (else a WARNING)."""
 
 
 WAKE_TOKEN = b"w"

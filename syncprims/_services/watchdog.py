@@ -18,6 +18,16 @@ raises ``LockNotHeldError``. A renewal that fails (connection error, timeout) is
 if the lease runs out before one succeeds, the lock is reported lost too, at the moment the
 lease ends here. Leases are counted from when the acquiring or renewing call was *sent*, so
 the holder is told no later than Redis lets the key expire (a hung call does not delay it).
+
+A renewal already collected for a batch when its hold is unlocked may still run in Redis after
+the unlock's reply (Redisson #7272's family: the watchdog outliving ``unlock()``). It renews
+only while the owner's field is in the hash, so it cannot touch a deleted key or another
+owner's hold; but the *same* owner's next hold would have the same field, and the late
+``PEXPIRE`` would set that hold's TTL to the watchdog timeout (cutting short an explicit
+lease). So a hold dropped (:meth:`Watchdog.cancel`, :meth:`Watchdog.cancel_all`, a loss)
+while a renewal call for it is unanswered is remembered until that call's reply
+(:meth:`Watchdog.may_renew_late`), and the lock then gives the owner's next hold a new field
+(``LockCore.fresh_field``), which the late renewal does not name.
 """
 
 from __future__ import annotations
@@ -56,7 +66,16 @@ class ScriptRunner(Protocol):
 
 
 class _Renewal:
-    __slots__ = ("count", "field", "kind", "name", "on_lost", "registered", "renewed")
+    __slots__ = (
+        "count",
+        "field",
+        "kind",
+        "name",
+        "on_lost",
+        "registered",
+        "renewed",
+        "unanswered",
+    )
 
     def __init__(self, name: str, field: str, now: float, kind: RenewalKind) -> None:
         self.name = name
@@ -66,6 +85,9 @@ class _Renewal:
         self.registered = now
         self.renewed = now  # when the lease was last set (acquire or renewal)
         self.on_lost: list[HoldLostCallback] = []
+        # Renewal calls collected for this hold whose reply was not read (one that failed
+        # stays counted: a copy of it may still run).
+        self.unanswered = 0
 
 
 class Watchdog:
@@ -93,6 +115,8 @@ class Watchdog:
         self._mutex = threading.Lock()
         self._renewals: dict[tuple[str, str], _Renewal] = {}
         self._new: list[_Renewal] = []
+        # Dropped holds with a renewal call unanswered (module docstring): it may still run.
+        self._late: dict[tuple[str, str], _Renewal] = {}
         self._ticking = False
         # Loop-only state.
         self._wheel: TimingWheel[_Renewal] = TimingWheel(self._tick, 512, time.monotonic())
@@ -140,13 +164,33 @@ class Watchdog:
             if renewal is not None:
                 renewal.count -= 1
                 if renewal.count <= 0:
-                    del self._renewals[(name, field)]
+                    self._drop(renewal)
 
     def cancel_all(self, name: str) -> None:
         """Stop renewing ``name`` for every owner (force unlock, delete)."""
         with self._mutex:
             for key in [k for k in self._renewals if k[0] == name]:
-                del self._renewals[key]
+                self._drop(self._renewals[key])
+
+    def may_renew_late(self, name: str, field: str) -> bool:
+        """Whether a renewal of ``field``'s dropped hold on ``name`` was sent (or is being
+        sent) and not answered: it may still run in Redis (module docstring)."""
+        if not self._late:
+            return False
+        with self._mutex:
+            return (name, field) in self._late
+
+    def forget_late(self, name: str, field: str) -> None:
+        """The owner's next hold of ``name`` takes a new field: stop remembering ``field``."""
+        with self._mutex:
+            self._late.pop((name, field), None)
+
+    def _drop(self, renewal: _Renewal) -> None:
+        """Stop renewing ``renewal``'s hold (with the mutex held)."""
+        key = (renewal.name, renewal.field)
+        del self._renewals[key]
+        if renewal.unanswered:
+            self._late[key] = renewal
 
     def lease_end(self, name: str, field: str) -> float | None:
         """Until when (``time.monotonic()`` seconds) ``field``'s hold on ``name`` is known to
@@ -165,6 +209,7 @@ class Watchdog:
         self._mutex = threading.Lock()
         self._renewals = {}
         self._new = []
+        self._late = {}
         self._ticking = False
         self._wheel = TimingWheel(self._tick, 512, time.monotonic())
         self._timer = None
@@ -198,6 +243,7 @@ class Watchdog:
                     if self._active(renewal):
                         key = (renewal.kind.name, self._slot_of(renewal.name))
                         by_kind.setdefault(key, []).append(renewal)
+                        renewal.unanswered += 1  # before it can be sent: see cancel()
             for batch in by_kind.values():
                 for start in range(0, len(batch), self._batch_size):
                     self._services.spawn(self._renew(batch[start : start + self._batch_size]))
@@ -224,6 +270,12 @@ class Watchdog:
             return
         finally:
             guard.cancel()
+        with self._mutex:
+            for renewal in batch:
+                renewal.unanswered -= 1
+                key = (renewal.name, renewal.field)
+                if not renewal.unanswered and self._late.get(key) is renewal:
+                    del self._late[key]  # it has run: nothing of it is left to come
         results = reply if isinstance(reply, list) else []
         renewed = 0
         for renewal, result in zip(batch, results, strict=False):
@@ -263,7 +315,7 @@ class Watchdog:
         with self._mutex:
             if not self._active(renewal):
                 return  # unlocked meanwhile: nothing was lost
-            del self._renewals[(renewal.name, renewal.field)]
+            self._drop(renewal)
         self.lost += 1
         log.warning(
             "lock %r held by %s was lost: %s%s", renewal.name, renewal.field, reason, detail
@@ -282,4 +334,5 @@ class Watchdog:
         with self._mutex:
             self._renewals.clear()
             self._new = []
+            self._late.clear()
             self._ticking = False

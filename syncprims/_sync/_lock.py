@@ -221,7 +221,7 @@ class RLock(RExpirable):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _run(self._core.unlock(_owner()))
+        _run(self._core.unlock_on_exit(_owner()))
 
     def statistics(self) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

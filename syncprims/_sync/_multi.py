@@ -168,7 +168,7 @@ class MultiLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _run(self._core.unlock(_owner()))
+        _run(self._core.unlock_on_exit(_owner()))
 
     def statistics(self) -> tuple[LockStatistics, ...]:
         """Each sub-lock's snapshot for the current thread, in the order given.

@@ -71,10 +71,18 @@ async def _holding(
         await lock.unlock()
 
 
-def _with_callback(core: LockCore, on_lost: LostCallback | None) -> Any:
+def _with_callback(
+    core: LockCore, on_lost: LostCallback | None, raise_on_release_error: bool | None = None
+) -> Any:
     if on_lost is not None and not callable(on_lost):
         raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+    if raise_on_release_error is not None and not isinstance(raise_on_release_error, bool):
+        raise TypeError(
+            "raise_on_release_error must be a bool or None, not "
+            f"{type(raise_on_release_error).__name__}"
+        )
     core.on_lost = on_lost
+    core.raise_on_release_error = raise_on_release_error
     return core
 
 
@@ -128,7 +136,13 @@ class Client:
         call within it by this."""
         return self._ex.bounds.operation_timeout
 
-    def get_lock(self, name: str, *, on_lost: LostCallback | None = None) -> RLock:
+    def get_lock(
+        self,
+        name: str,
+        *,
+        on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
+    ) -> RLock:
         """The reentrant lock called ``name`` (no Redis call is made).
 
         Args:
@@ -136,26 +150,46 @@ class Client:
             on_lost: called as ``on_lost(name, reason)`` when a hold taken without
                 ``lease_time`` is lost (the watchdog found it gone, or could not renew it
                 before its lease ran out). It runs on the client's event loop: keep it short.
+            raise_on_release_error: ``False``: leaving ``async with lock:`` when the lock was
+                no longer held (its lease ran out, or it was lost, inside the block) logs a
+                WARNING instead of raising ``LockNotHeldError``; an explicit ``unlock()``
+                still raises. ``None`` (default): the client's
+                [`Config.raise_on_release_error`][syncprims.Config] (``True`` unless set).
 
         Raises:
-            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
+            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
+                ``raise_on_release_error`` not a ``bool``.
         """
-        return RLock(_with_callback(LockCore(self._ex, name), on_lost))
+        return RLock(_with_callback(LockCore(self._ex, name), on_lost, raise_on_release_error))
 
-    def get_fair_lock(self, name: str, *, on_lost: LostCallback | None = None) -> FairLock:
+    def get_fair_lock(
+        self,
+        name: str,
+        *,
+        on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
+    ) -> FairLock:
         """The fair (FIFO) lock called ``name`` (no Redis call is made).
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
+            raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
-            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
+            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
+                ``raise_on_release_error`` not a ``bool``.
         """
-        return FairLock(_with_callback(FairLockCore(self._ex, name), on_lost))
+        core = _with_callback(FairLockCore(self._ex, name), on_lost, raise_on_release_error)
+        return FairLock(core)
 
     def get_read_write_lock(
-        self, name: str, *, writer_preference: bool = False, on_lost: LostCallback | None = None
+        self,
+        name: str,
+        *,
+        writer_preference: bool = False,
+        on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
     ) -> ReadWriteLock:
         """The read-write lock called ``name`` (no Redis call is made).
 
@@ -167,31 +201,42 @@ class Client:
                 option; its readers, and those of clients without it, are not held back
                 (see the read-write lock guide). ``False`` (default): Redisson's behaviour.
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock] (for both sides).
+            raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock]
+                (for both sides).
 
         Raises:
-            TypeError, ValueError: a bad name, ``writer_preference`` not a ``bool``, or
-                ``on_lost`` not callable.
+            TypeError, ValueError: a bad name, ``writer_preference`` not a ``bool``,
+                ``on_lost`` not callable, or ``raise_on_release_error`` not a ``bool``.
         """
         if not isinstance(writer_preference, bool):
             raise TypeError(
                 f"writer_preference must be a bool, not {type(writer_preference).__name__}"
             )
         core = ReadWriteLockCore(self._ex, name, writer_preference=writer_preference)
-        _with_callback(core.read_side, on_lost)
-        _with_callback(core.write_side, on_lost)
+        _with_callback(core.read_side, on_lost, raise_on_release_error)
+        _with_callback(core.write_side, on_lost, raise_on_release_error)
         return ReadWriteLock(core)
 
-    def get_fenced_lock(self, name: str, *, on_lost: LostCallback | None = None) -> FencedLock:
+    def get_fenced_lock(
+        self,
+        name: str,
+        *,
+        on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
+    ) -> FencedLock:
         """The fenced lock called ``name`` (no Redis call is made).
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
+            raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
-            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
+            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
+                ``raise_on_release_error`` not a ``bool``.
         """
-        return FencedLock(_with_callback(FencedLockCore(self._ex, name), on_lost))
+        core = _with_callback(FencedLockCore(self._ex, name), on_lost, raise_on_release_error)
+        return FencedLock(core)
 
     def get_spin_lock(
         self,
@@ -201,6 +246,7 @@ class Client:
         max_delay: float = 0.128,
         multiplier: float = 2.0,
         on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
     ) -> SpinLock:
         """The spin lock called ``name``: waiters poll, no pub/sub (no Redis call is made).
 
@@ -211,12 +257,15 @@ class Client:
             multiplier: how much each pause grows (> 0); a jitter of up to one more millisecond
                 per attempt is added, as in Redisson.
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
+            raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
-            TypeError, ValueError: a bad name or delay, or ``on_lost`` not callable.
+            TypeError, ValueError: a bad name or delay, ``on_lost`` not callable, or
+                ``raise_on_release_error`` not a ``bool``.
         """
         backoff = BackOff(initial_delay, max_delay, multiplier)
-        return SpinLock(_with_callback(SpinLockCore(self._ex, name, backoff), on_lost))
+        core = SpinLockCore(self._ex, name, backoff)
+        return SpinLock(_with_callback(core, on_lost, raise_on_release_error))
 
     def get_semaphore(self, name: str) -> Semaphore:
         """The semaphore called ``name`` (no Redis call is made).

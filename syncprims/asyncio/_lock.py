@@ -311,7 +311,7 @@ class RLock(RExpirable):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._core.unlock(_owner())
+        await self._core.unlock_on_exit(_owner())
 
     async def statistics(self) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

@@ -165,7 +165,7 @@ class MultiLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._core.unlock(_owner())
+        await self._core.unlock_on_exit(_owner())
 
     async def statistics(self) -> tuple[LockStatistics, ...]:
         """Each sub-lock's snapshot for the current task, in the order given.
