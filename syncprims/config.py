@@ -52,6 +52,7 @@ class ConnectOptions(TypedDict, total=False):
     lock_grant_handoff: bool
     lock_grant_direct: bool
     raise_on_release_error: bool
+    shared_connections: int
 
 
 def _seconds(value: Duration) -> float:
@@ -201,6 +202,15 @@ class Config:
             ``unlock()`` still raises. redis-py's ``Lock`` option of the same name and
             meaning. Per lock: ``get_lock(name, raise_on_release_error=...)`` and the
             other lock getters.
+        shared_connections: in the asyncio face, how many connections per server carry
+            the commands of every task of the client (Redisson's ``CommandAsyncExecutor``:
+            commands queued in one turn of the event loop are written together, replies are
+            matched in order). They are syncprims' own, opened with the settings of the
+            client's pool, so thousands of waiting and locking tasks never drain the
+            application's pool. Blocking commands (a script followed by ``WAIT``) and the
+            pub/sub subscription keep connections of their own. Default 1; 0: every command
+            takes a connection from the client's pool for its round trip.
+            The blocking face always does the latter.
     """
 
     lock_watchdog_timeout: float = attrs.field(
@@ -228,6 +238,7 @@ class Config:
     raise_on_release_error: bool = attrs.field(
         default=True, validator=attrs.validators.instance_of(bool)
     )
+    shared_connections: int = attrs.field(default=1, validator=_non_negative_int)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Config:

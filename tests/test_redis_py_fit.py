@@ -398,12 +398,15 @@ def test_shutdown_gives_every_connection_back_to_the_callers_pool_sync(
     r.close()
 
 
+@pytest.mark.parametrize("shared", [0, 1])
 async def test_shutdown_gives_every_connection_back_to_the_callers_pool_async(
-    redis_server: RedisServer,
+    redis_server: RedisServer, shared: int
 ) -> None:
+    # With shared connections (the default) the calls never take the pool's connections;
+    # without, they do, and shutdown gives every one back.
     r = redis.asyncio.Redis(port=redis_server.port)
     pool = r.connection_pool
-    client = await syncprims.asyncio.connect(r)
+    client = await syncprims.asyncio.connect(r, shared_connections=shared)
 
     async def work(i: int) -> None:
         lock = client.get_lock(f"fit:idle:a{i}")
@@ -412,7 +415,7 @@ async def test_shutdown_gives_every_connection_back_to_the_callers_pool_async(
                 await asyncio.sleep(0)
 
     await asyncio.gather(*(asyncio.create_task(work(i)) for i in range(6)))
-    assert pool._in_use_connections
+    assert bool(pool._in_use_connections) == (shared == 0)
     await client.shutdown()
     assert not pool._in_use_connections
     assert await r.ping() is True

@@ -57,7 +57,12 @@ class AsyncExecutor(ExecutorBase):
 
         def server(pool: Any, address: str) -> AsyncServer:
             return AsyncServer(
-                pool, address=address, timeout=timeout, orphan_timeout=lease, loop=loop
+                pool,
+                address=address,
+                timeout=timeout,
+                orphan_timeout=lease,
+                loop=loop,
+                shared=self.config.shared_connections,
             )
 
         self.pubsub: TaskSubscriber | ClusterSubscribers[TaskSubscriber]

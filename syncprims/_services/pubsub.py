@@ -10,16 +10,19 @@ The bookkeeping is written once (:class:`SubscriptionTable`: references, confirm
 refusals, lingering, dispatch); two drivers move the bytes:
 
 * :class:`ThreadSubscriber` (sync face): a dedicated reader thread blocks on a connection
-  taken from the client's blocking redis-py pool and wakes waiting threads directly.
+  made with the settings of the client's blocking redis-py pool and wakes waiting threads
+  directly.
   Delivering a message through an asyncio loop thread instead cost ~120 us more per wake-up,
   and the loop thread then competed for the GIL with the waiter it had just woken.
 * :class:`TaskSubscriber` (asyncio face): a reader task on the client's event loop, on a
-  connection of the client's ``redis.asyncio`` pool; it resolves the waiting tasks' futures
-  on that same loop.
+  connection made with the settings of the client's ``redis.asyncio`` pool; it resolves the
+  waiting tasks' futures on that same loop.
 
-Both take their connection from the redis-py pool the client was built on and hold it, as
-redis-py's own ``PubSub`` does; it goes back to the pool (closed first: it is in subscriber
-mode) when the client shuts down. Decisions, on purpose (measured on this machine):
+Both open a connection of their own with the settings of the pool the client was built on
+(host, TLS, credentials, database, client name; ``connections.own_connection``) and close
+it when the client shuts down: a subscription holds its connection for good, and taking it
+from the pool would take one of the application's connections (or, at ``max_connections``,
+fail). Decisions, on purpose (measured on this machine):
 
 * **Subscriptions linger** for ``LINGER`` seconds after their last user leaves. Under
   contention a waiter then finds its channel already subscribed and confirmed: no
@@ -57,13 +60,10 @@ from syncprims._protocol.contracts import WakePolicy
 from syncprims._services.latch import Latch, Signal
 from syncprims._transport.connections import (
     ERRORS,
-    agive,
     aread,
-    atake,
-    give,
+    own_connection,
     read_message,
     readable,
-    take,
 )
 from syncprims.errors import ClientClosedError, ServerReplyError
 
@@ -333,7 +333,7 @@ class ThreadSubscriber:
     """The sync face's driver: a reader thread on a connection of a blocking redis-py pool.
 
     Args:
-        pool: the redis-py pool to take the subscriber connection from.
+        pool: the redis-py pool whose settings the subscriber connection is made with.
         address: the server, for messages.
         timeout: seconds to wait for a PING reply before renewing the connection.
         name: the reader thread's name prefix.
@@ -349,7 +349,7 @@ class ThreadSubscriber:
         self._name = name
         self.table = SubscriptionTable(sharded=sharded)
         self._conn: Any = None  # connected and in use by the reader
-        self._held: Any = None  # taken from the pool (given back at close)
+        self._held: Any = None  # its own, with the pool's settings (closed at close)
         self._thread: threading.Thread | None = None
         self.reconnects = 0
 
@@ -395,9 +395,8 @@ class ThreadSubscriber:
     def _connect(self) -> Any:
         conn = self._held
         if conn is None:
-            conn = self._held = take(self._pool)
-        else:
-            conn.connect()
+            conn = self._held = own_connection(self._pool)
+        conn.connect()
         table = self.table
         with table.mutex:
             if table.is_closed():
@@ -493,7 +492,6 @@ class ThreadSubscriber:
         if held is not None:
             with contextlib.suppress(Exception):
                 held.disconnect()
-                give(self._pool, held)
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child: the reader thread and the socket are the
@@ -578,8 +576,8 @@ class TaskSubscriber:
     async def _connect(self) -> Any:
         conn = self._held
         if conn is None:
-            conn = self._held = await atake(self._pool)
-        elif not conn.is_connected:
+            conn = self._held = own_connection(self._pool)
+        if not conn.is_connected:
             await conn.connect()
         table = self.table
         async with self._lock():
@@ -677,7 +675,6 @@ class TaskSubscriber:
         if held is not None:
             with contextlib.suppress(Exception):
                 await held.disconnect()
-                await agive(self._pool, held)
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child."""

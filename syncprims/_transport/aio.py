@@ -36,13 +36,16 @@ from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
 from syncprims._transport.connections import (
     ERRORS,
+    PoolExhaustedError,
     agive,
     aread,
     astale,
     atake,
     is_plain_pool,
+    own_connection,
 )
 from syncprims._transport.errors import pack, translate
+from syncprims._transport.mux import BrokenError, Multiplexer, Slot
 from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError
 
@@ -147,6 +150,12 @@ class NodePool:
         """Give a connection back to the node."""
         self._node.release(conn)
 
+    @property
+    def connection_class(self) -> Any:
+        """The node's connection class (for :func:`~syncprims._transport.connections.
+        own_connection`)."""
+        return self._node.connection_class
+
 
 class AsyncServer:
     """Calls on one server (or sentinel-managed master, or cluster node) through a
@@ -158,6 +167,8 @@ class AsyncServer:
         timeout: the longest a call may take, seconds (connection, write and reply).
         orphan_timeout: the longest to wait for the late reply of an abandoned call, seconds.
         loop: the client's event loop.
+        shared: connections of its own that carry every call without a timeout of its own
+            (:mod:`syncprims._transport.mux`); 0: every call takes a pooled connection.
     """
 
     def __init__(
@@ -168,8 +179,11 @@ class AsyncServer:
         timeout: float,
         orphan_timeout: float,
         loop: asyncio.AbstractEventLoop | None,
+        shared: int = 0,
     ) -> None:
         self.pool = pool
+        self._shared = shared
+        self._mux: Multiplexer | None = None
         self.address = address
         self.timeout = timeout
         self._orphan_timeout = max(timeout, orphan_timeout)
@@ -282,6 +296,8 @@ class AsyncServer:
         """One call; with ``then`` (:meth:`eval_then`), ``(reply, then's reply or error)``."""
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
+        if self._shared and then is None and timeout is None:
+            return await self._shared_call(command, context, on_orphan, script, asking)
         deadlines = self._bind()
         key = deadlines.start(timeout)
         conn: Any = None
@@ -290,7 +306,7 @@ class AsyncServer:
         first: Any = _NOTHING  # with then: the script's reply, once read
         try:
             try:
-                conn = self._idle.pop() if self._idle else await atake(self.pool)
+                conn = self._idle.pop() if self._idle else await self._take()
                 if await astale(conn):
                     # Closed by the server (a restart) or holding unread data. redis-py 8's
                     # pool makes this check but skips its verdict while its maintenance
@@ -372,6 +388,101 @@ class AsyncServer:
             if keep and conn is not None:
                 await self._release(conn)
 
+    async def _take(self) -> Any:
+        """A pooled connection; a full pool is load, not an error: wait (short back-off)
+        until one is free, bounded by the call's deadline (a timeout then, not sent)."""
+        pause = 0.001
+        while True:
+            try:
+                return await atake(self.pool)
+            except PoolExhaustedError:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.05)
+
+    def _multiplexer(self) -> Multiplexer:
+        mux = self._mux
+        if mux is None:
+            loop = bind_loop(self._loop)
+            pool = self.pool
+            mux = self._mux = Multiplexer(
+                lambda: own_connection(pool),
+                self._shared,
+                loop,
+                self._background,
+                self._orphan_timeout,
+            )
+        return mux
+
+    async def _shared_call(
+        self,
+        command: tuple[Any, ...],
+        context: str,
+        on_orphan: Orphan | None,
+        script: Script | None,
+        asking: bool,
+    ) -> Any:
+        """One call on a shared connection (:mod:`syncprims._transport.mux`): the same
+        outcomes as the per-call path of :meth:`_call`."""
+        deadlines = self._bind()
+        key = deadlines.start()
+        connection = self._multiplexer().pick()
+        slot: Slot | None = None
+        sent = False
+        try:
+            try:
+                conn = await connection.ready()
+                slot = connection.submit(
+                    (pack(conn, ("ASKING",)) if asking else []) + pack(conn, command),
+                    2 if asking else 1,
+                )
+                replies = await slot.future
+                sent = True
+                reply = replies[-1]
+                if asking and isinstance(replies[0], Exception):
+                    raise replies[0]
+                if isinstance(reply, ERRORS.no_script) and script is not None:
+                    sent = False  # NOSCRIPT: it did not run
+                    slot = connection.submit(pack(conn, ("SCRIPT", "LOAD", script.source)), 1)
+                    loaded = (await slot.future)[0]
+                    if isinstance(loaded, Exception):
+                        raise loaded
+                    slot = connection.submit(
+                        (pack(conn, ("ASKING",)) if asking else []) + pack(conn, command),
+                        2 if asking else 1,
+                    )
+                    replies = await slot.future
+                    sent = True
+                    reply = replies[-1]
+                if isinstance(reply, Exception):
+                    raise reply
+                return reply
+            except BrokenError as broken:
+                raise translate(
+                    broken.cause,
+                    context=context,
+                    address=self.address,
+                    timeout=self.timeout,
+                    sent=broken.sent,
+                ) from broken.cause
+            except asyncio.CancelledError:
+                timed_out = deadlines.timed_out(key)
+                if slot is not None:  # a slot never written is never written later
+                    connection.abandon(slot, on_orphan if slot.sent else None, timed_out=timed_out)
+                    sent = slot.sent
+                if timed_out:
+                    raise TimeoutError from None
+                raise
+        except ERRORS.response as error:
+            raise translate(
+                error, context=context, address=self.address, timeout=self.timeout, sent=sent
+            ) from error
+        except ERRORS.failures as error:
+            raise translate(
+                error, context=context, address=self.address, timeout=self.timeout, sent=sent
+            ) from error
+        finally:
+            deadlines.finish(key)
+
     async def _read_then(self, conn: Any, context: str) -> Any:
         """The reply of the command sent behind a script, or the error it failed with."""
         try:
@@ -401,7 +512,11 @@ class AsyncServer:
             await agive(self.pool, conn)
 
     async def release_idle(self) -> None:
-        """Give the connections kept between calls back to the pool (after :meth:`close`)."""
+        """Give the connections kept between calls back to the pool, and close the shared
+        ones (after :meth:`close`)."""
+        mux, self._mux = self._mux, None
+        if mux is not None:
+            await mux.aclose()
         while self._idle:
             conn = self._idle.pop()
             with contextlib.suppress(Exception):
@@ -475,6 +590,7 @@ class AsyncServer:
         self._deadlines = None
         self._background = set()
         self._idle = []
+        self._mux = None
 
 
 async def _drop(conn: Any) -> None:

@@ -56,6 +56,7 @@ import redis.exceptions
 __all__ = [
     "ERRORS",
     "POOLS",
+    "PoolExhaustedError",
     "agive",
     "aread",
     "astale",
@@ -65,6 +66,7 @@ __all__ = [
     "is_plain_pool",
     "amove_slot",
     "move_slot",
+    "own_connection",
     "node_pool",
     "read",
     "read_message",
@@ -72,6 +74,7 @@ __all__ = [
     "take",
     "use_valkey",
     "valkey_if_imported",
+    "write_now",
 ]
 
 _COMMAND_NAME = "EVALSHA"  # what an old get_connection() is told (it does not use it)
@@ -121,6 +124,23 @@ _read_has_timeout = _ByClass(lambda cls: _accepts(cls.read_response, "timeout"))
 _has_can_read = _ByClass(lambda cls: callable(getattr(cls, "can_read", None)))
 
 
+class PoolExhaustedError(Exception):
+    """The pool had no free connection: a ``ConnectionPool`` at ``max_connections``, or a
+    ``BlockingConnectionPool`` whose own wait ran out. Load, not a failure: the caller waits
+    and takes again within its timeout."""
+
+
+# Before redis-py 6 (and in valkey-py) a full pool raises a plain ConnectionError with one
+# of these texts; redis-py 6+ raises MaxConnectionsError for the first. Read here only.
+_EXHAUSTED = ("Too many connections", "No connection available.")
+
+
+def _exhausted(error: BaseException) -> bool:
+    return isinstance(error, ERRORS.max_connections) or (
+        isinstance(error, ERRORS.connection) and str(error) in _EXHAUSTED
+    )
+
+
 # -- blocking connections ---------------------------------------------------------------------
 
 
@@ -128,11 +148,26 @@ def take(pool: Any) -> Any:
     """A connection from a blocking pool (``pool.get_connection()``).
 
     Raises:
-        What the pool raises (``ConnectionError``, its pool-exhausted error...).
+        PoolExhaustedError: the pool has no free connection (load: take again later).
+        What the pool raises otherwise (``ConnectionError`` when connecting fails...).
     """
-    if _take_needs_name(pool):
-        return pool.get_connection(_COMMAND_NAME)
-    return pool.get_connection()
+    try:
+        if _take_needs_name(pool):
+            return pool.get_connection(_COMMAND_NAME)
+        return pool.get_connection()
+    except ERRORS.connection as error:
+        if _exhausted(error):
+            raise PoolExhaustedError(str(error)) from error
+        raise
+
+
+def own_connection(pool: Any) -> Any:
+    """A new, unconnected connection with ``pool``'s settings (host, TLS, credentials,
+    database, client name, timeouts) that is not the pool's: it never counts against the
+    pool's size, and is closed by its owner, not given back. (``pool.make_connection()``
+    counts it in redis-py's blocking pools.) For a subscription or a shared connection,
+    which would otherwise hold one of the application's pooled connections for good."""
+    return pool.connection_class(**pool.connection_kwargs)
 
 
 def give(pool: Any, conn: Any) -> None:
@@ -190,10 +225,34 @@ def read_message(conn: Any) -> Any:
 
 
 async def atake(pool: Any) -> Any:
-    """A connection from a ``redis.asyncio`` (or ``valkey.asyncio``) pool."""
-    if _take_needs_name(pool):
-        return await pool.get_connection(_COMMAND_NAME)
-    return await pool.get_connection()
+    """A connection from a ``redis.asyncio`` (or ``valkey.asyncio``) pool.
+
+    Raises:
+        PoolExhaustedError: as :func:`take`.
+    """
+    try:
+        if _take_needs_name(pool):
+            return await pool.get_connection(_COMMAND_NAME)
+        return await pool.get_connection()
+    except ERRORS.connection as error:
+        if _exhausted(error):
+            raise PoolExhaustedError(str(error)) from error
+        raise
+
+
+def write_now(conn: Any, chunks: list[Any]) -> None:
+    """Write packed commands on an asyncio connection without waiting (the multiplexer's
+    auto-pipelining: the bytes go to the transport's buffer, which the event loop sends;
+    a broken connection shows on its reader). The stream writer is ``_writer`` in every
+    redis-py from 5.0 and in valkey-py.
+
+    Raises:
+        ConnectionError: the connection is not open.
+    """
+    writer = conn._writer
+    if writer is None:
+        raise ConnectionError("the connection is not open")
+    writer.writelines(chunks)
 
 
 async def agive(pool: Any, conn: Any) -> None:

@@ -45,6 +45,7 @@ from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import MIN_GRACE
 from syncprims._transport.connections import (
     ERRORS,
+    PoolExhaustedError,
     give,
     is_blocking_pool,
     is_plain_pool,
@@ -53,7 +54,12 @@ from syncprims._transport.connections import (
 )
 from syncprims._transport.errors import pack, translate
 from syncprims._transport.replicas import ReplicaCount
-from syncprims.errors import ClientClosedError, RedisTimeoutError, SyncPrimsError
+from syncprims.errors import (
+    ClientClosedError,
+    RedisConnectionError,
+    RedisTimeoutError,
+    SyncPrimsError,
+)
 
 __all__ = ["Handoff", "LateLane", "Routed", "SyncServer", "fan_out"]
 
@@ -124,6 +130,11 @@ class SyncServer:
         waits on), a Sentinel pool (which re-checks the master on release) and any other
         subclass get every connection straight back.
 
+        A full pool (a ``ConnectionPool`` at ``max_connections``, a
+        ``BlockingConnectionPool`` whose own wait ran out) is load, not an error: the call
+        waits for a connection, taking again with a short back-off, for up to the reply
+        timeout.
+
         Raises:
             ClientClosedError: after :meth:`close`.
             TransportError: the pool could not give one (``maybe_executed`` false).
@@ -135,11 +146,25 @@ class SyncServer:
             if not _stale(conn):
                 return conn
             self._forget(conn)
-        try:
-            return take(self.pool)
-        except ERRORS.failures as error:
-            self.healthy = False
-            raise self._translate(error, context, sent=False) from error
+        deadline = 0.0
+        pause = 0.001
+        while True:
+            try:
+                return take(self.pool)
+            except PoolExhaustedError as error:
+                now = time.monotonic()
+                deadline = deadline or now + self.timeout
+                if now >= deadline:
+                    raise RedisConnectionError(
+                        f"the connection pool of Redis at {self.address} had no free "
+                        f"connection for {self.timeout:g} s while {context} ({error})",
+                        maybe_executed=False,
+                    ) from error
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, 0.05)
+            except ERRORS.failures as error:
+                self.healthy = False
+                raise self._translate(error, context, sent=False) from error
 
     def take_kept(self) -> Any:
         """A connection kept from an earlier call, not checked yet (:func:`_stale`), or

@@ -1,0 +1,341 @@
+"""Many callers on one connection: the asyncio face's multiplexed commands (Redisson's
+``CommandAsyncExecutor``, Lettuce's shared connection, ioredis' auto-pipelining).
+
+A :class:`Multiplexer` owns a few connections of its own to one server (made with the
+caller's pool's settings: host, TLS, credentials, database, client name; never taken from
+the pool, so the application's pool is never drained by lock users). A call appends its
+packed command to the connection's out-box and awaits a future; everything queued in one
+turn of the event loop is written with one ``writelines`` (auto-pipelining), and one reader
+task per connection reads the replies, which Redis sends in order, and resolves the callers'
+futures in that order. So N concurrent tasks cost N futures, not N connections, checkouts
+and syscall pairs.
+
+Rules that keep it exact:
+
+* **In order, one slot per call.** A slot records how many replies its call expects (two
+  after ``ASKING``); a reply always goes to the oldest slot still waiting.
+* **Cancellation never desynchronises the connection.** A caller that goes away (cancelled,
+  or its deadline passed) leaves its slot in place; the reader reads its reply and drops it,
+  or hands a script's reply to the call's ``on_orphan`` (a lock taken by an abandoned
+  acquire is released that way, as on the per-call path).
+* **A broken connection fails every call on it**, each with ``maybe_executed`` true when
+  its command had been written (exactly as one call's lost reply on the per-call path); the
+  next call opens a new connection.
+* **A silent server**: when a caller's deadline passes while its slot is still waiting, the
+  replies behind it cannot come sooner: that connection is retired (new calls go to a new
+  one at once) and its reader goes on reading the late replies of the calls written on it,
+  handing an abandoned acquire's to its ``on_orphan``, for up to the late-reply timeout.
+* **Blocking commands stay off it**: ``BLPOP``, a script followed by ``WAIT`` and other calls
+  with a timeout of their own keep the per-call path (a connection each), as do
+  subscriptions (the pub/sub reader's connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from syncprims._protocol.contracts import Orphan
+from syncprims._transport.connections import ERRORS, aread, write_now
+
+__all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot"]
+
+log = logging.getLogger("syncprims.transport")
+
+
+class BrokenError(Exception):
+    """The connection broke (or was closed as silent) while a call was on it.
+
+    Attributes:
+        sent: whether the call's command had been written (it may have run).
+        cause: what broke it.
+    """
+
+    def __init__(self, cause: BaseException, *, sent: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.sent = sent
+
+
+class Slot:
+    """One call on a shared connection: its commands, how many replies it expects, and
+    the future its caller awaits (the replies, error replies as exception values)."""
+
+    __slots__ = ("chunks", "count", "future", "on_orphan", "replies", "sent", "wire")
+
+    def __init__(self, future: asyncio.Future[list[Any]], chunks: list[Any], count: int) -> None:
+        self.future = future
+        self.chunks = chunks
+        self.count = count
+        self.replies: list[Any] = []
+        self.sent = False  # written: it may run
+        self.on_orphan: Orphan | None = None
+        self.wire: Any = None  # the wire it was written on
+
+
+class _Wire:
+    """One physical connection: the calls written on it and awaiting replies, its reader."""
+
+    __slots__ = ("conn", "reader", "retired", "waiting")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.waiting: deque[Slot] = deque()
+        self.reader: asyncio.Task[None] | None = None
+        self.retired = False
+
+
+class MuxConnection:
+    """One shared connection: an out-box, the current wire and its reader task.
+
+    A wire whose server went silent (a caller's deadline passed with its call unanswered)
+    is *retired*: new calls open a new wire at once, while the old one's reader keeps
+    reading, for up to ``orphan_timeout`` seconds, the replies of the calls already written
+    on it (their callers are gone; a late acquire's reply goes to its ``on_orphan``), then
+    closes it. This is the per-call path's rule for a late reply, for many calls at once.
+    """
+
+    def __init__(
+        self,
+        make_connection: Callable[[], Any],
+        loop: asyncio.AbstractEventLoop,
+        background: set[asyncio.Task[Any]],
+        orphan_timeout: float,
+    ) -> None:
+        self._make = make_connection
+        self._loop = loop
+        self._background = background
+        self._orphan_timeout = orphan_timeout
+        self._wire: _Wire | None = None
+        self._connecting: asyncio.Future[None] | None = None
+        self._unsent: list[Slot] = []
+        self._flush_scheduled = False
+        self._wires: set[_Wire] = set()  # the current one and the retired ones still reading
+
+    @property
+    def load(self) -> int:
+        """Calls written or queued and not answered yet."""
+        wire = self._wire
+        return len(self._unsent) + (len(wire.waiting) if wire is not None else 0)
+
+    async def ready(self) -> Any:
+        """The connected connection (opened now if needed), for packing commands.
+
+        Raises:
+            ConnectionError etc.: opening it failed (nothing was sent).
+        """
+        wire = self._wire
+        if wire is None or not wire.conn.is_connected:
+            await self._connect()
+            wire = self._wire
+            assert wire is not None
+        return wire.conn
+
+    def submit(self, chunks: list[Any], count: int) -> Slot:
+        """Queue ``chunks`` (``count`` commands) for the next write, after :meth:`ready`;
+        await the slot's future for the replies, in order (an error reply is the exception,
+        not raised; a broken connection raises :class:`BrokenError`)."""
+        slot = Slot(self._loop.create_future(), chunks, count)
+        self._unsent.append(slot)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        return slot
+
+    async def _connect(self) -> None:
+        """Open a new wire (one opening shared by every caller that needs it)."""
+        if self._connecting is not None:
+            await asyncio.shield(self._connecting)
+            return
+        self._connecting = self._loop.create_future()
+        try:
+            old = self._wire
+            if old is not None:  # closed under us: its reader says why, or already did
+                self._break(old, ConnectionError("the connection closed"))
+            wire = _Wire(self._make())
+            await wire.conn.connect()
+            self._wire = wire
+            self._wires.add(wire)
+            wire.reader = self._loop.create_task(self._read_loop(wire))
+            self._connecting.set_result(None)
+        except BaseException as error:
+            self._connecting.set_exception(error)
+            self._connecting.exception()  # retrieved: the waiters re-raise their own copy
+            raise
+        finally:
+            self._connecting = None
+
+    def _flush(self) -> None:
+        """Write everything queued since the last write, in one ``writelines``; a call whose
+        caller went away before it was written is never written."""
+        self._flush_scheduled = False
+        slots, self._unsent = self._unsent, []
+        wire = self._wire
+        if wire is None or not wire.conn.is_connected:
+            error = ConnectionError("the connection closed before the command was written")
+            for slot in slots:
+                _fail(slot, BrokenError(error, sent=False))
+            return
+        chunks: list[Any] = []
+        waiting = wire.waiting
+        for slot in slots:
+            if slot.future.done():  # cancelled before it was written
+                continue
+            slot.sent = True
+            slot.wire = wire
+            waiting.append(slot)
+            chunks.extend(slot.chunks)
+        if not chunks:
+            return
+        try:
+            write_now(wire.conn, chunks)
+        except Exception as error:
+            self._break(wire, error)
+
+    async def _read_loop(self, wire: _Wire) -> None:
+        waiting = wire.waiting
+        try:
+            while not (wire.retired and not waiting):
+                try:
+                    reply = await aread(wire.conn)
+                except ERRORS.response as error:
+                    reply = error
+                if not waiting:  # a reply nobody asked for: the stream is out of step
+                    raise ConnectionError("an unexpected reply; the connection is closed")
+                slot = waiting[0]
+                slot.replies.append(reply)
+                if len(slot.replies) < slot.count:
+                    continue
+                waiting.popleft()
+                self._deliver(slot)
+            self._break(wire, ConnectionError("retired"))  # every late reply was read
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._break(wire, error)
+
+    def _deliver(self, slot: Slot) -> None:
+        future = slot.future
+        if not future.done():
+            future.set_result(slot.replies)
+            return
+        if slot.on_orphan is not None:
+            self._hand_over(slot.replies[-1], slot.on_orphan)
+
+    def _hand_over(self, reply: Any, on_orphan: Orphan) -> None:
+        """Await ``on_orphan(reply)`` in the background (the call's caller went away)."""
+        if isinstance(reply, Exception):
+            return  # an error reply: nothing happened
+
+        async def undo() -> None:
+            try:
+                await on_orphan(reply)
+            except Exception:
+                log.exception(
+                    "releasing what an abandoned call acquired failed; its lease bounds it"
+                )
+
+        self._spawn(undo())
+
+    def abandon(self, slot: Slot, on_orphan: Orphan | None, *, timed_out: bool) -> None:
+        """The caller of ``slot`` went away: its reply goes to ``on_orphan`` (or is dropped).
+        After a deadline, a slot still waiting means the server is silent: its wire is
+        retired (see the class docstring)."""
+        future = slot.future
+        if future.done() and not future.cancelled():
+            # The reply came, but its caller was cancelled before it ran again (a task's
+            # cancel() after its future completed): it is the caller's to undo, here.
+            if on_orphan is not None and future.exception() is None:
+                self._hand_over(future.result()[-1], on_orphan)
+            return
+        slot.on_orphan = on_orphan
+        wire = slot.wire
+        if timed_out and wire is not None and not wire.retired and slot in wire.waiting:
+            self._retire(wire)
+
+    def _retire(self, wire: _Wire) -> None:
+        wire.retired = True
+        if wire is self._wire:
+            self._wire = None
+        self._loop.call_later(
+            self._orphan_timeout,
+            self._break,
+            wire,
+            TimeoutError("no reply within the late-reply timeout"),
+        )
+
+    def _break(self, wire: _Wire, error: BaseException) -> None:
+        """Fail every call on ``wire`` and close it (a current wire's queued calls too)."""
+        if wire not in self._wires:
+            return
+        self._wires.discard(wire)
+        if wire is self._wire:
+            self._wire = None
+            unsent, self._unsent = self._unsent, []
+            for slot in unsent:
+                _fail(slot, BrokenError(error, sent=False))
+        reader = wire.reader
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
+        waiting = list(wire.waiting)
+        wire.waiting.clear()
+        for slot in waiting:
+            _fail(slot, BrokenError(error, sent=True))
+        self._spawn(_disconnect(wire.conn))
+
+    def _spawn(self, coro: Any) -> None:
+        task = self._loop.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def aclose(self) -> None:
+        """Close every wire (calls still on them fail as on a break)."""
+        readers = [w.reader for w in self._wires if w.reader is not None]
+        for wire in list(self._wires):
+            self._break(wire, ConnectionError("the client is shut down"))
+        for reader in readers:
+            with contextlib.suppress(BaseException):
+                await reader
+
+
+def _fail(slot: Slot, error: BrokenError) -> None:
+    if not slot.future.done():
+        slot.future.set_exception(error)
+
+
+async def _disconnect(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        await conn.disconnect(nowait=True)
+
+
+class Multiplexer:
+    """The shared connections of one server (``size`` of them; a call takes the one with
+    the fewest calls on it)."""
+
+    def __init__(
+        self,
+        make_connection: Callable[[], Any],
+        size: int,
+        loop: asyncio.AbstractEventLoop,
+        background: set[asyncio.Task[Any]],
+        orphan_timeout: float,
+    ) -> None:
+        self.connections = [
+            MuxConnection(make_connection, loop, background, orphan_timeout) for _ in range(size)
+        ]
+
+    def pick(self) -> MuxConnection:
+        """The connection with the fewest calls on it."""
+        connections = self.connections
+        if len(connections) == 1:
+            return connections[0]
+        return min(connections, key=lambda c: c.load)
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        for connection in self.connections:
+            await connection.aclose()

@@ -1,0 +1,187 @@
+"""The asyncio face's shared connections (``syncprims/_transport/mux.py``): thousands of tasks
+on a few connections, the application's pool left alone, and the exactly-once rules when a
+caller goes away or the connection breaks."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+import syncprims
+import syncprims.asyncio
+from syncprims._embedded import RedisServer
+
+pytestmark = pytest.mark.real
+
+
+def _named(server: RedisServer, client_name: str) -> list[dict[str, Any]]:
+    """The connections of ``server`` whose client name is ``client_name``."""
+    admin = redis.Redis(port=server.port)
+    try:
+        clients: list[dict[str, Any]] = admin.client_list()
+        return [c for c in clients if c.get("name") == client_name]
+    finally:
+        admin.close()
+
+
+async def _left_held(server: RedisServer, prefix: str) -> int:
+    admin = redis.asyncio.Redis(port=server.port)
+    try:
+        return len([k async for k in admin.scan_iter(match=f"{prefix}*", count=1000)])
+    finally:
+        await admin.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tasks", [2000])
+async def test_thousands_of_tasks_share_a_few_connections(
+    redis_server: RedisServer, tasks: int
+) -> None:
+    client_name = f"mux-{uuid.uuid4().hex[:8]}"
+    app = redis.asyncio.Redis(port=redis_server.port, client_name=client_name)
+    prefix = f"mux:{uuid.uuid4().hex[:8]}:"
+    errors: list[BaseException] = []
+    peak = 0
+    async with await syncprims.asyncio.connect(app) as client:
+
+        async def worker(i: int) -> None:
+            lock = client.get_lock(f"{prefix}{i}")
+            for _ in range(3):
+                try:
+                    await lock.lock()
+                    await asyncio.sleep(0.001)
+                    await lock.unlock()
+                except Exception as error:  # counted, not raised: every task must finish
+                    errors.append(error)
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, len(_named(redis_server, client_name)))
+                await asyncio.sleep(0.2)
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait_for(asyncio.gather(*(worker(i) for i in range(tasks))), 120)
+        watcher.cancel()
+    await app.aclose()
+    assert errors == []
+    assert await _left_held(redis_server, prefix) == 0
+    assert 1 <= peak <= 4  # the shared connection (plus one for pub/sub), not one per task
+
+
+async def test_the_applications_own_client_inside_the_lock(redis_server: RedisServer) -> None:
+    app = redis.asyncio.Redis(port=redis_server.port)  # defaults, passed in and used inside
+    counter = f"mux:{uuid.uuid4().hex}"
+    await app.set(counter, 0)
+    failures: list[BaseException] = []
+    async with await syncprims.asyncio.connect(app) as client:
+        lock = client.get_lock(counter + ":lock")
+
+        async def add() -> None:
+            try:
+                async with lock:
+                    value = int(await app.get(counter) or 0)
+                    await app.set(counter, value + 1)
+            except Exception as error:
+                failures.append(error)
+
+        await asyncio.wait_for(asyncio.gather(*(add() for _ in range(400))), 120)
+    assert failures == []
+    assert int(await app.get(counter) or 0) == 400
+    await app.delete(counter)
+    await app.aclose()
+
+
+async def test_cancelled_callers_leave_the_connection_in_step(redis_server: RedisServer) -> None:
+    app = redis.asyncio.Redis(port=redis_server.port)
+    name = f"mux:{uuid.uuid4().hex}"
+    async with await syncprims.asyncio.connect(app) as client:
+        # Many calls in flight on the one connection; half of them are cancelled at once,
+        # some before their command is written, some while their reply is on the way.
+        locks = [client.get_lock(f"{name}:{i}") for i in range(200)]
+        calls = [asyncio.create_task(lock.try_lock(lease_time=30)) for lock in locks]
+        await asyncio.sleep(0)
+        for call in calls[::2]:
+            call.cancel()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        kept = [lock for lock, result in zip(locks, results, strict=True) if result is True]
+        assert kept  # the calls not cancelled took their locks (each task its own owner)
+        for lock in kept:
+            assert await lock.force_unlock()
+        # Every reply went to its own caller: each name answers for itself.
+        for i in range(20):
+            lock = client.get_lock(f"{name}:other:{i}")
+            assert await lock.try_lock(lease_time=30)
+            assert await lock.get_hold_count() == 1
+            assert await lock.is_held_by_current_thread()
+            await lock.unlock()
+        await asyncio.sleep(0.5)  # abandoned acquisitions are released in the background
+    assert await _left_held(redis_server, name) == 0
+    await app.aclose()
+
+
+async def test_a_broken_connection_fails_its_calls_and_the_next_ones_reconnect(
+    redis_server: RedisServer,
+) -> None:
+    client_name = f"mux-{uuid.uuid4().hex[:8]}"
+    app = redis.asyncio.Redis(port=redis_server.port, client_name=client_name)
+    name = f"mux:{uuid.uuid4().hex}"
+    async with await syncprims.asyncio.connect(app) as client:
+        lock = client.get_lock(name)
+        assert await lock.try_lock(lease_time=30)
+        await lock.unlock()
+        admin = redis.Redis(port=redis_server.port)
+        for connection in _named(redis_server, client_name):
+            admin.client_kill_filter(_id=connection["id"])
+        admin.close()
+        await asyncio.sleep(0.2)
+        # The next calls open a new shared connection.
+        for _ in range(3):
+            assert await lock.try_lock(lease_time=30)
+            await lock.unlock()
+    await app.aclose()
+
+
+async def test_a_silent_server_times_calls_out_and_they_recover() -> None:
+    with RedisServer() as server:
+        app = redis.asyncio.Redis(port=server.port)
+        name = f"mux:{uuid.uuid4().hex}"
+        client = await syncprims.asyncio.connect(app, timeout=0.5, retry_attempts=0)
+        lock = client.get_lock(name)
+        assert await lock.try_lock(lease_time=30)
+        await lock.unlock()
+        server.pause()
+        try:
+            outcomes = await asyncio.gather(
+                *(client.get_lock(f"{name}:{i}").try_lock(lease_time=30) for i in range(20)),
+                return_exceptions=True,
+            )
+        finally:
+            server.resume()
+        assert all(isinstance(o, syncprims.RedisTimeoutError) for o in outcomes), outcomes
+        assert all(o.maybe_executed for o in outcomes if isinstance(o, syncprims.TransportError))
+        assert await lock.try_lock(lease_time=30)  # a new connection
+        await lock.unlock()
+        await client.shutdown()
+        await app.aclose()
+
+
+async def test_zero_shared_connections_takes_pooled_ones(redis_server: RedisServer) -> None:
+    app = redis.asyncio.Redis(port=redis_server.port)
+    async with await syncprims.asyncio.connect(app, shared_connections=0) as client:
+        lock = client.get_lock(f"mux:{uuid.uuid4().hex}")
+        assert await lock.try_lock(lease_time=30)
+        await lock.unlock()
+        transport: Any = client._ex.transport
+        assert transport._mux is None
+    await app.aclose()
+
+
+def test_the_option_is_checked() -> None:
+    with pytest.raises(ValueError, match="shared_connections"):
+        syncprims.Config(shared_connections=-1)
