@@ -426,15 +426,15 @@ class AsyncServer:
         deadlines = self._bind()
         key = deadlines.start()
         connection = self._multiplexer().pick()
-        slot: Slot | None = None
+        slot: Slot | None = None  # the slot awaited now
+        command_slot: Slot | None = None  # the command's (not a SCRIPT LOAD's)
         sent = False
         try:
             try:
                 conn = await connection.ready()
-                slot = connection.submit(
-                    (pack(conn, ("ASKING",)) if asking else []) + pack(conn, command),
-                    2 if asking else 1,
-                )
+                chunks = (pack(conn, ("ASKING",)) if asking else []) + pack(conn, command)
+                count = 2 if asking else 1
+                slot = command_slot = connection.submit(chunks, count, on_orphan)
                 replies = await slot.future
                 sent = True
                 reply = replies[-1]
@@ -442,14 +442,12 @@ class AsyncServer:
                     raise replies[0]
                 if isinstance(reply, ERRORS.no_script) and script is not None:
                     sent = False  # NOSCRIPT: it did not run
+                    command_slot = None
                     slot = connection.submit(pack(conn, ("SCRIPT", "LOAD", script.source)), 1)
                     loaded = (await slot.future)[0]
                     if isinstance(loaded, Exception):
                         raise loaded
-                    slot = connection.submit(
-                        (pack(conn, ("ASKING",)) if asking else []) + pack(conn, command),
-                        2 if asking else 1,
-                    )
+                    slot = command_slot = connection.submit(chunks, count, on_orphan)
                     replies = await slot.future
                     sent = True
                     reply = replies[-1]
@@ -462,13 +460,13 @@ class AsyncServer:
                     context=context,
                     address=self.address,
                     timeout=self.timeout,
-                    sent=broken.sent,
+                    sent=broken.sent and slot is command_slot,
                 ) from broken.cause
             except asyncio.CancelledError:
                 timed_out = deadlines.timed_out(key)
                 if slot is not None:  # a slot never written is never written later
-                    connection.abandon(slot, on_orphan if slot.sent else None, timed_out=timed_out)
-                    sent = slot.sent
+                    connection.abandon(slot, timed_out=timed_out)
+                    sent = slot is command_slot and slot.sent
                 if timed_out:
                     raise TimeoutError from None
                 raise

@@ -260,11 +260,16 @@ async def agive(pool: Any, conn: Any) -> None:
     await pool.release(conn)
 
 
-async def aread(conn: Any) -> Any:
+async def aread(conn: Any, *, push_request: bool = True) -> Any:
     """Read one reply as bytes, with no deadline of the library's own (the caller bounds
-    the call); an error reply does not disconnect."""
+    the call); an error reply does not disconnect. ``push_request=False``: a RESP3 push
+    message (not a reply) goes to the library's push handlers and the read goes on to the
+    reply (for a connection whose replies are matched in order: the multiplexer)."""
     return await conn.read_response(
-        disable_decoding=True, timeout=math.inf, disconnect_on_error=False, push_request=True
+        disable_decoding=True,
+        timeout=math.inf,
+        disconnect_on_error=False,
+        push_request=push_request,
     )
 
 
@@ -273,9 +278,10 @@ async def astale(conn: Any) -> bool:
     server (a restart), or holding bytes nobody read. The caller drops it when true."""
     if not conn.is_connected:
         return True
-    if _has_can_read(conn):
-        return bool(await conn.can_read())
-    try:  # redis-py < 8, valkey-py: may consume a byte; the caller then drops it
+    try:
+        if _has_can_read(conn):
+            return bool(await conn.can_read())
+        # redis-py < 8, valkey-py: may consume a byte; the caller then drops it
         return bool(await conn.can_read_destructive())
     except Exception:  # closed: reconnect
         return True

@@ -61,6 +61,10 @@ class BrokenError(Exception):
         self.sent = sent
 
 
+class _OpenerGoneError(Exception):
+    """The caller opening a shared connection was cancelled: a waiting caller opens it."""
+
+
 class Slot:
     """One call on a shared connection: its commands, how many replies it expects, and
     the future its caller awaits (the replies, error replies as exception values)."""
@@ -115,6 +119,8 @@ class MuxConnection:
         self._unsent: list[Slot] = []
         self._flush_scheduled = False
         self._wires: set[_Wire] = set()  # the current one and the retired ones still reading
+        self._reopening = False
+        self._closed = False
 
     @property
     def load(self) -> int:
@@ -135,11 +141,14 @@ class MuxConnection:
             assert wire is not None
         return wire.conn
 
-    def submit(self, chunks: list[Any], count: int) -> Slot:
+    def submit(self, chunks: list[Any], count: int, on_orphan: Orphan | None = None) -> Slot:
         """Queue ``chunks`` (``count`` commands) for the next write, after :meth:`ready`;
         await the slot's future for the replies, in order (an error reply is the exception,
-        not raised; a broken connection raises :class:`BrokenError`)."""
+        not raised; a broken connection raises :class:`BrokenError`). ``on_orphan`` gets
+        the last reply if the caller has gone away when it comes (set now: the reader may
+        get the reply before the cancelled caller runs again)."""
         slot = Slot(self._loop.create_future(), chunks, count)
+        slot.on_orphan = on_orphan
         self._unsent.append(slot)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -147,39 +156,57 @@ class MuxConnection:
         return slot
 
     async def _connect(self) -> None:
-        """Open a new wire (one opening shared by every caller that needs it)."""
-        if self._connecting is not None:
-            await asyncio.shield(self._connecting)
+        """Open a new wire (one opening shared by every caller that needs it; if the caller
+        opening it is cancelled, a waiting caller opens it instead).
+
+        Raises:
+            ConnectionError etc.: opening failed (nothing was sent); also after
+                :meth:`aclose`.
+        """
+        while self._connecting is not None:
+            try:
+                await asyncio.shield(self._connecting)
+            except _OpenerGoneError:
+                continue
             return
-        self._connecting = self._loop.create_future()
+        if self._closed:
+            raise ConnectionError("the client is shut down")
+        opening = self._connecting = self._loop.create_future()
+        old = self._wire
+        if old is not None:  # closed under us: its reader says why, or already did
+            self._break(old, ConnectionError("the connection closed"))
+        wire = _Wire(self._make())
         try:
-            old = self._wire
-            if old is not None:  # closed under us: its reader says why, or already did
-                self._break(old, ConnectionError("the connection closed"))
-            wire = _Wire(self._make())
             await wire.conn.connect()
-            self._wire = wire
-            self._wires.add(wire)
-            wire.reader = self._loop.create_task(self._read_loop(wire))
-            self._connecting.set_result(None)
+            if self._closed:  # shut down meanwhile
+                raise ConnectionError("the client is shut down")
         except BaseException as error:
-            self._connecting.set_exception(error)
-            self._connecting.exception()  # retrieved: the waiters re-raise their own copy
+            self._spawn(_disconnect(wire.conn))  # a half-open socket (AUTH, HELLO...)
+            gone = isinstance(error, asyncio.CancelledError)
+            opening.set_exception(_OpenerGoneError() if gone else error)
+            opening.exception()  # retrieved: the waiters re-raise their own copy
             raise
         finally:
             self._connecting = None
+        self._wire = wire
+        self._wires.add(wire)
+        wire.reader = self._loop.create_task(self._read_loop(wire))
+        opening.set_result(None)
 
     def _flush(self) -> None:
         """Write everything queued since the last write, in one ``writelines``; a call whose
-        caller went away before it was written is never written."""
+        caller went away before it was written is never written. Queued behind a wire that
+        was just retired (or closed), the calls wait for a new one."""
         self._flush_scheduled = False
-        slots, self._unsent = self._unsent, []
         wire = self._wire
         if wire is None or not wire.conn.is_connected:
-            error = ConnectionError("the connection closed before the command was written")
-            for slot in slots:
-                _fail(slot, BrokenError(error, sent=False))
+            if self._closed:
+                self._fail_unsent(ConnectionError("the client is shut down"))
+            elif not self._reopening and self._unsent:
+                self._reopening = True
+                self._spawn(self._reopen())
             return
+        slots, self._unsent = self._unsent, []
         chunks: list[Any] = []
         waiting = wire.waiting
         for slot in slots:
@@ -196,12 +223,30 @@ class MuxConnection:
         except Exception as error:
             self._break(wire, error)
 
+    async def _reopen(self) -> None:
+        """Open a new wire for the calls queued when the last one went, then write them."""
+        try:
+            await self._connect()
+        except BaseException as error:
+            self._fail_unsent(error)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            return
+        finally:
+            self._reopening = False
+        self._flush()
+
+    def _fail_unsent(self, error: BaseException) -> None:
+        unsent, self._unsent = self._unsent, []
+        for slot in unsent:
+            _fail(slot, BrokenError(error, sent=False))
+
     async def _read_loop(self, wire: _Wire) -> None:
         waiting = wire.waiting
         try:
             while not (wire.retired and not waiting):
                 try:
-                    reply = await aread(wire.conn)
+                    reply = await aread(wire.conn, push_request=False)
                 except ERRORS.response as error:
                     reply = error
                 if not waiting:  # a reply nobody asked for: the stream is out of step
@@ -241,18 +286,17 @@ class MuxConnection:
 
         self._spawn(undo())
 
-    def abandon(self, slot: Slot, on_orphan: Orphan | None, *, timed_out: bool) -> None:
-        """The caller of ``slot`` went away: its reply goes to ``on_orphan`` (or is dropped).
-        After a deadline, a slot still waiting means the server is silent: its wire is
-        retired (see the class docstring)."""
+    def abandon(self, slot: Slot, *, timed_out: bool) -> None:
+        """The caller of ``slot`` went away: its reply goes to the slot's ``on_orphan`` (or
+        is dropped). After a deadline, a slot still waiting means the server is silent: its
+        wire is retired (see the class docstring)."""
         future = slot.future
         if future.done() and not future.cancelled():
             # The reply came, but its caller was cancelled before it ran again (a task's
             # cancel() after its future completed): it is the caller's to undo, here.
-            if on_orphan is not None and future.exception() is None:
-                self._hand_over(future.result()[-1], on_orphan)
+            if slot.on_orphan is not None and future.exception() is None:
+                self._hand_over(future.result()[-1], slot.on_orphan)
             return
-        slot.on_orphan = on_orphan
         wire = slot.wire
         if timed_out and wire is not None and not wire.retired and slot in wire.waiting:
             self._retire(wire)
@@ -275,9 +319,7 @@ class MuxConnection:
         self._wires.discard(wire)
         if wire is self._wire:
             self._wire = None
-            unsent, self._unsent = self._unsent, []
-            for slot in unsent:
-                _fail(slot, BrokenError(error, sent=False))
+            self._fail_unsent(error)
         reader = wire.reader
         if reader is not None and reader is not asyncio.current_task():
             reader.cancel()
@@ -293,13 +335,18 @@ class MuxConnection:
         task.add_done_callback(self._background.discard)
 
     async def aclose(self) -> None:
-        """Close every wire (calls still on them fail as on a break)."""
-        readers = [w.reader for w in self._wires if w.reader is not None]
-        for wire in list(self._wires):
+        """Close every wire (calls still on them fail as on a break); a wire being opened
+        meanwhile is closed by its opener."""
+        self._closed = True
+        wires = list(self._wires)
+        for wire in wires:
             self._break(wire, ConnectionError("the client is shut down"))
-        for reader in readers:
-            with contextlib.suppress(BaseException):
-                await reader
+        self._fail_unsent(ConnectionError("the client is shut down"))
+        for wire in wires:
+            if wire.reader is not None:
+                with contextlib.suppress(BaseException):
+                    await wire.reader
+            await _disconnect(wire.conn)
 
 
 def _fail(slot: Slot, error: BrokenError) -> None:

@@ -146,14 +146,13 @@ class SyncServer:
             if not _stale(conn):
                 return conn
             self._forget(conn)
-        deadline = 0.0
+        deadline = time.monotonic() + self.timeout  # a BlockingConnectionPool's own wait counts
         pause = 0.001
         while True:
             try:
                 return take(self.pool)
             except PoolExhaustedError as error:
                 now = time.monotonic()
-                deadline = deadline or now + self.timeout
                 if now >= deadline:
                     raise RedisConnectionError(
                         f"the connection pool of Redis at {self.address} had no free "
