@@ -5,6 +5,7 @@ caller goes away or the connection breaks."""
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from typing import Any
 
@@ -185,3 +186,37 @@ async def test_zero_shared_connections_takes_pooled_ones(redis_server: RedisServ
 def test_the_option_is_checked() -> None:
     with pytest.raises(ValueError, match="shared_connections"):
         syncprims.Config(shared_connections=-1)
+
+
+async def test_callers_cancelled_at_any_point_leave_nothing_held(redis_server: RedisServer) -> None:
+    # The reply of a cancelled acquire can reach the reader before the cancelled caller runs
+    # again; it must still be handed to the call's on_orphan (the permit given back), at
+    # whatever point the caller was cancelled (before the write, in flight, as it came).
+    app = redis.asyncio.Redis(port=redis_server.port)
+    rng = random.Random(7)
+    kept: list[str] = []
+    async with await syncprims.asyncio.connect(app) as client:
+        for i in range(120):
+            sem = client.get_permit_expirable_semaphore(f"mux:{uuid.uuid4().hex}:{i}")
+            assert await sem.try_set_permits(2)
+            call = asyncio.create_task(sem.try_acquire(lease_time=30))
+            if i % 2:  # before the write, or just after it
+                for _ in range(rng.randint(0, 4)):
+                    await asyncio.sleep(0)
+            else:  # while the reply is on its way, or as it comes
+                await asyncio.sleep(rng.uniform(0, 0.0006))
+            call.cancel()
+            try:
+                permit = await call
+            except asyncio.CancelledError:
+                permit = None
+            if permit is not None:
+                await sem.release(permit)
+            for _ in range(50):  # an abandoned permit is given back in the background
+                if await sem.available_permits() == 2:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                kept.append(sem.name)
+    assert kept == []
+    await app.aclose()
