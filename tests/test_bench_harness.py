@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -12,6 +13,7 @@ import redis as redis_py
 from syncprims._embedded import RedisServer
 from syncprims.bench import run, targets
 from syncprims.bench.peers import open_peer
+from syncprims.bench.scale import _one as _scale_one
 from syncprims.bench.scenarios import Row, Settings, contended, handoff, uncontended, watchdog_scale
 
 TINY = Settings(
@@ -120,3 +122,11 @@ def test_an_embedded_server_starts_once() -> None:
         server.stop()
     assert server.process is not None and server.process.poll() is not None
     assert first.poll() is not None
+
+
+@pytest.mark.parametrize("peer", ["syncprims", "syncprims-pooled", "redis-py", "script-pair"])
+def test_the_scale_scenario_measures_each_peer(redis_server: RedisServer, peer: str) -> None:
+    result = asyncio.run(_scale_one(redis_server.url, peer, 8, peer != "script-pair", 0.3))
+    assert result["errors"] == 0
+    assert result["pairs"] > 0 and result["p99"] >= result["p50"] > 0
+    assert result["connections"] >= 1

@@ -11,7 +11,10 @@ Scenarios (each repeated; medians and min..max spread):
    same masters (4 more embedded servers are started for it);
 6. ``watchdog``: many locks held with the watchdog: CPU, renewals per round trip, leases kept;
 8. ``redlock-frozen``: RedLock x5 (default configuration) with 0, 1 and 2 masters frozen by
-   SIGSTOP: the median acquire+release pair (five embedded servers of its own).
+   SIGSTOP: the median acquire+release pair (five embedded servers of its own);
+9. ``scale``: 1 to 10,000 asyncio tasks on one client (distinct and hot names): pairs/s,
+   p50/p99, connections, failed calls, next to redis-py's asyncio ``Lock`` and a plain
+   ``Script`` pair (``syncprims.bench.scale``).
 
 Results go to a folder (``results.json``, ``table.md`` and, with matplotlib, ``chart.png``).
 Speed is reported, never asserted.
@@ -30,6 +33,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from syncprims.bench.scale import scale
 from syncprims.bench.scenarios import (
     Row,
     Settings,
@@ -52,6 +56,7 @@ SCENARIOS: dict[str, Callable[[list[str], Settings, Callable[[str], None]], list
     "redlock": redlock,
     "watchdog": watchdog_scale,
     "redlock-frozen": redlock_frozen,
+    "scale": scale,
 }
 
 

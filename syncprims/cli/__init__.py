@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
             "redlock",
             "watchdog",
             "redlock-frozen",
+            "scale",
         ],
         help="run only this scenario (repeatable; default: all)",
     )
