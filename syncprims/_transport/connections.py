@@ -278,6 +278,11 @@ async def astale(conn: Any) -> bool:
     server (a restart), or holding bytes nobody read. The caller drops it when true."""
     if not conn.is_connected:
         return True
+    # The stream already knows of an end (the server closed it) or of unread bytes; the
+    # pure-Python parsers' can_read_destructive before redis-py 8 reported neither.
+    stream = getattr(conn, "_reader", None)
+    if stream is not None and (stream.at_eof() or getattr(stream, "_buffer", None)):
+        return True
     try:
         if _has_can_read(conn):
             return bool(await conn.can_read())
