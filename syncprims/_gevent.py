@@ -38,24 +38,13 @@ _ADVICE = (
 )
 
 
-def _gevent_patched() -> list[str]:
-    monkey = sys.modules.get("gevent.monkey")  # gevent is never imported here
-    if monkey is None:
-        return []
-    is_patched = getattr(monkey, "is_module_patched", None)
+def _patched(module: str, check: str, names: tuple[str, str]) -> list[str]:
+    """Which of ``names`` the library's ``module`` says it patched (``check(name)``); never
+    imports the library: only one the application imported already is asked."""
+    is_patched = getattr(sys.modules.get(module), check, None)
     if is_patched is None:
         return []
-    return [name for name in ("socket", "threading") if is_patched(name)]
-
-
-def _eventlet_patched() -> list[str]:
-    patcher = sys.modules.get("eventlet.patcher")  # eventlet is never imported here
-    if patcher is None:
-        return []
-    is_patched = getattr(patcher, "is_monkey_patched", None)
-    if is_patched is None:
-        return []
-    return [name for name in ("socket", "thread") if is_patched(name)]
+    return [name for name in names if is_patched(name)]
 
 
 def refuse_if_monkey_patched() -> None:
@@ -66,7 +55,10 @@ def refuse_if_monkey_patched() -> None:
     Raises:
         MonkeyPatchedError: the process is monkey-patched (also a ``RuntimeError``).
     """
-    for library, modules in (("gevent", _gevent_patched()), ("eventlet", _eventlet_patched())):
+    for library, modules in (
+        ("gevent", _patched("gevent.monkey", "is_module_patched", ("socket", "threading"))),
+        ("eventlet", _patched("eventlet.patcher", "is_monkey_patched", ("socket", "thread"))),
+    ):
         if modules:
             raise MonkeyPatchedError(
                 f"this process is monkey-patched by {library} ({', '.join(modules)}): {_ADVICE}"
