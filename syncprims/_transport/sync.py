@@ -152,6 +152,12 @@ class SyncServer:
             try:
                 return take(self.pool)
             except PoolExhaustedError as error:
+                kept = self.take_kept()  # given back meanwhile (kept, not to the pool)
+                if kept is not None:
+                    if not _stale(kept):
+                        return kept
+                    self._forget(kept)
+                    continue
                 now = time.monotonic()
                 if now >= deadline:
                     raise RedisConnectionError(
