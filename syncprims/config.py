@@ -53,6 +53,8 @@ class ConnectOptions(TypedDict, total=False):
     lock_grant_direct: bool
     raise_on_release_error: bool
     shared_connections: int
+    pool_share: int
+    lock_grant_direct_limit: int
 
 
 def _seconds(value: Duration) -> float:
@@ -187,11 +189,15 @@ class Config:
             thread takes its grant from a list of its own (``BLPOP`` on a connection it holds
             while it waits), which the release pushes the grant to, instead of from a pub/sub
             message that the client's reader thread reads and passes on (a thread hop;
-            handoff p50 0.82x, same-run A/B, ``docs/design.md``). Costs a pooled
-            connection per waiting thread, so not over a ``BlockingConnectionPool`` (whose
-            size the application waits on): grants come by message there. Default
+            handoff p50 0.82x, same-run A/B, ``docs/design.md``). Each such waiting thread
+            holds a connection of syncprims' own (opened with the pool's settings, never
+            one of the pool's) while it waits, so at most ``lock_grant_direct_limit`` of
+            them wait this way at once; the others take their grant by message. Default
             ``True``; the asyncio face always takes the message (its reader runs on the
             waiter's own loop: no hop to save).
+        lock_grant_direct_limit: how many threads of a client wait for a direct grant at
+            once (each on a connection of its own, above). Default 16; 0 is
+            ``lock_grant_direct=False``.
         raise_on_release_error: whether leaving ``with lock:`` (or ``async with``) raises
             ``LockNotHeldError`` when the lock was no longer held there: its lease ran out
             or it was lost (force-unlocked, deleted, renewals failed) inside the block.
@@ -211,6 +217,14 @@ class Config:
             pub/sub subscription keep connections of their own. Default 1; 0: every command
             takes a connection from the client's pool for its round trip.
             The blocking face always does the latter.
+        pool_share: in the blocking face, the most connections of the client's pool
+            syncprims holds at once per server (in a call, or kept between calls), and never
+            more than a quarter of the pool's ``max_connections`` (at least one): the rest
+            stay free for the application's own commands, however many threads lock. A
+            thread past the share waits for a connection within ``timeout``, as it does for
+            a full pool; a wait is never an error on its own. Default 8. Blocking waits
+            (the direct grant) and the pub/sub subscription use connections of syncprims'
+            own. (The asyncio face carries its commands on ``shared_connections``.)
     """
 
     lock_watchdog_timeout: float = attrs.field(
@@ -239,6 +253,8 @@ class Config:
         default=True, validator=attrs.validators.instance_of(bool)
     )
     shared_connections: int = attrs.field(default=1, validator=_non_negative_int)
+    pool_share: int = attrs.field(default=8, validator=_positive_int)
+    lock_grant_direct_limit: int = attrs.field(default=16, validator=_non_negative_int)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Config:

@@ -477,11 +477,14 @@ def test_a_user_who_may_not_pop_gets_grants_by_message(
 
 
 @pytest.mark.parametrize("pool", ["plain", "blocking"])
-def test_a_blocking_pool_gets_grants_by_message(redis_server: RedisServer, pool: str) -> None:
-    """A waiting thread holds a connection for its pop: not one of a
-    ``BlockingConnectionPool``'s, whose size the application waits on."""
+def test_a_direct_wait_holds_none_of_the_pools_connections(
+    redis_server: RedisServer, pool: str
+) -> None:
+    """A waiting thread pops its grant on a connection of syncprims' own: while it waits,
+    syncprims holds none of the application's pooled connections (a plain pool or a
+    ``BlockingConnectionPool``, whose size the application waits on)."""
     kind: Any = redis.BlockingConnectionPool if pool == "blocking" else redis.ConnectionPool
-    source = kind(port=redis_server.port, max_connections=20)
+    source = kind(port=redis_server.port, max_connections=4)
     name = f"test:{uuid.uuid4().hex[:12]}"
     holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
     waiter = syncprims.connect(source, lock_synced_replicas=0)
@@ -490,7 +493,14 @@ def test_a_blocking_pool_gets_grants_by_message(redis_server: RedisServer, pool:
         holder.get_lock(name).lock()
         result: list[bool] = []
         thread = _wait_in_thread(waiter, name, result)
-        assert _sole_member(raw, name).startswith("g|" if pool == "blocking" else "b|")
+        assert _sole_member(raw, name).startswith("b|")
+        transport: Any = waiter._ex.transport
+        while transport._idle:  # the kept connection of the attempt goes back...
+            source.release(transport._idle.pop())
+            transport._pooled -= 1
+        taken = [source.get_connection() for _ in range(4)]  # ...and the whole pool is free
+        for conn in taken:
+            source.release(conn)
         holder.get_lock(name).unlock()
         thread.join(10)
         assert result == [True]
@@ -498,6 +508,35 @@ def test_a_blocking_pool_gets_grants_by_message(redis_server: RedisServer, pool:
         holder.shutdown()
         waiter.shutdown()
         source.disconnect()
+        raw.close()
+
+
+def test_direct_waits_past_the_limit_take_their_grant_by_message(
+    redis_server: RedisServer,
+) -> None:
+    """At most ``lock_grant_direct_limit`` threads of a client pop at once (a connection
+    each); the others register message waits, and every one gets the lock."""
+    name = f"test:{uuid.uuid4().hex[:12]}"
+    holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
+    waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0, lock_grant_direct_limit=2)
+    raw: Any = redis.Redis.from_url(redis_server.url)
+    try:
+        holder.get_lock(name).lock()
+        result: list[bool] = []
+        threads = [_wait_in_thread(waiter, name, result) for _ in range(5)]
+        deadline = time.monotonic() + 10
+        while raw.zcard(lock_waiters_name(name)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        members = [m.decode()[:2] for m in raw.zrange(lock_waiters_name(name), 0, -1)]
+        assert sorted(members) == ["b|", "b|", "g|", "g|", "g|"]
+        holder.get_lock(name).unlock()
+        for thread in threads:
+            thread.join(30)
+        assert result == [True] * 5
+        assert waiter._ex._popping == 0
+    finally:
+        holder.shutdown()
+        waiter.shutdown()
         raw.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -78,3 +79,40 @@ async def test_asyncio_pooled_calls_wait_for_a_full_pool(redis_server: RedisServ
         await asyncio.wait_for(asyncio.gather(*(work(i) for i in range(20))), 120)
     assert failures == []
     await app.aclose()
+
+
+def test_the_applications_own_pool_inside_the_lock(redis_server: RedisServer) -> None:
+    """60 threads on ``redis.Redis(max_connections=20)`` update a counter under one lock,
+    with the application's own GET/SET on the same pool: syncprims holds at most its share
+    of the pool (a quarter: 5), waiting threads hold none of it, the count is exact."""
+    app = redis.Redis(port=redis_server.port, max_connections=20)
+    counter = f"load:{uuid.uuid4().hex}:count"
+    app.set(counter, 0)
+    failures: list[BaseException] = []
+    peak = 0
+    with syncprims.connect(app) as client:
+        transport: Any = client._ex.transport
+        assert transport.share == 5
+        lock = client.get_lock(f"load:{uuid.uuid4().hex}")
+
+        def work() -> None:
+            try:
+                for _ in range(5):
+                    with lock:
+                        value = int(app.get(counter) or 0)
+                        app.set(counter, value + 1)
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=work) for _ in range(60)]
+        for thread in threads:
+            thread.start()
+        while any(thread.is_alive() for thread in threads):
+            peak = max(peak, transport._pooled)
+            time.sleep(0.002)
+        for thread in threads:
+            thread.join(120)
+    assert failures == []
+    assert int(app.get(counter) or 0) == 300
+    assert 0 < peak <= 5
+    app.close()

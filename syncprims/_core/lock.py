@@ -1156,7 +1156,7 @@ class LockCore(ExpirableCore):
                 probe.busy(first)
         try:
             grant = (
-                _GrantWait(lease, field, self._handoff_prefix if self._ex.pops_grants else None)
+                _GrantWait(lease, field, self._handoff_prefix if self._ex.claim_pop() else None)
                 if await self._grant_eligible(lease, wait)
                 else None
             )
@@ -1192,6 +1192,8 @@ class LockCore(ExpirableCore):
         finally:
             if grant is not None:
                 self._end_grant_wait(grant)
+                if grant.direct:
+                    self._ex.free_pop()
             if one_wake:
                 tokens = self._local_waiters.get(waiting_key)
                 if tokens is not None:

@@ -384,6 +384,14 @@ class Executor(Protocol):
         """Whether :meth:`wait_pushed` blocks on the list itself (the blocking face, with
         ``Config.lock_grant_direct``); otherwise it is :meth:`wait`."""
 
+    def claim_pop(self) -> bool:
+        """Whether a new wait pops its grant (:meth:`wait_pushed` blocks on the list): with
+        :attr:`pops_grants`, while fewer than ``Config.lock_grant_direct_limit`` waits of
+        the client do. ``True`` counts the wait until :meth:`free_pop`."""
+
+    def free_pop(self) -> None:
+        """A wait counted by :meth:`claim_pop` ended."""
+
     async def wait_pushed(
         self, sub: Subscription, key: str, timeout: float, route: str
     ) -> bytes | bool:

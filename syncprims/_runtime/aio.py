@@ -298,6 +298,12 @@ class AsyncExecutor(ExecutorBase):
     def pops_grants(self) -> bool:
         return False  # the reader task runs on the waiter's loop: no hop to save
 
+    def claim_pop(self) -> bool:
+        return False
+
+    def free_pop(self) -> None:
+        pass
+
     async def wait_pushed(self, sub: Any, key: str, timeout: float, route: str) -> bytes | bool:
         return await self.wait(sub, timeout)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -91,7 +92,9 @@ class SyncExecutor(ExecutorBase):
         if source.cluster is not None:
             router = ClusterRouter(
                 SyncTopology(source.cluster),
-                lambda pool, address: SyncServer(pool, address=address, timeout=timeout),
+                lambda pool, address: SyncServer(
+                    pool, address=address, timeout=timeout, share=config.pool_share
+                ),
                 self.sleep,
                 source.address,
             )
@@ -108,10 +111,14 @@ class SyncExecutor(ExecutorBase):
                 ),
             )
         else:
-            self.transport = SyncServer(source.pool, address=source.address, timeout=timeout)
+            self.transport = SyncServer(
+                source.pool, address=source.address, timeout=timeout, share=config.pool_share
+            )
             self.pubsub = ThreadSubscriber(
                 source.pool, address=source.address, timeout=timeout, name=self.name
             )
+        self._pop_mutex = threading.Lock()
+        self._popping = 0  # waits popping their grant now (claim_pop)
         self.loop = ServiceLoop(self.name)
         runner = _OffLoop(self.transport)
         self.watchdog = Watchdog(
@@ -252,12 +259,24 @@ class SyncExecutor(ExecutorBase):
 
     @property
     def pops_grants(self) -> bool:
-        """With ``Config.lock_grant_direct``, unless the pool is a
-        ``BlockingConnectionPool`` (each waiting thread would hold one of the connections
-        the application waits for) or the Redis user may not pop."""
-        transport = self.transport
-        may_hold = isinstance(transport, ClusterRouter) or transport.may_hold
-        return self.config.lock_grant_direct and may_hold and not self._pops_refused
+        """With ``Config.lock_grant_direct``, unless the Redis user may not pop."""
+        return self.config.lock_grant_direct and not self._pops_refused
+
+    def claim_pop(self) -> bool:
+        """Whether a new wait pops its grant (:meth:`wait_pushed` on a connection of its
+        own): while fewer than ``Config.lock_grant_direct_limit`` waits of this client do;
+        ``True`` counts one until :meth:`free_pop`."""
+        if not self.pops_grants:
+            return False
+        with self._pop_mutex:
+            if self._popping >= self.config.lock_grant_direct_limit:
+                return False
+            self._popping += 1
+            return True
+
+    def free_pop(self) -> None:
+        with self._pop_mutex:
+            self._popping -= 1
 
     async def wait_pushed(self, sub: Any, key: str, timeout: float, route: str) -> bytes | bool:
         """``BLPOP`` on the calling thread: the released lock's grant comes straight to the
@@ -286,6 +305,7 @@ class SyncExecutor(ExecutorBase):
                 context=context,
                 route=route,
                 timeout=timeout + self.bounds.timeout,
+                hold=True,
             )
         except SyncPrimsError as error:  # no pop (Redis unreachable): the latch instead
             refused = isinstance(error, ServerReplyError) and "NOPERM" in str(error)

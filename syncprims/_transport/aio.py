@@ -240,10 +240,12 @@ class AsyncServer:
         route: str | None = None,
         asking: bool = False,
         timeout: float | None = None,
+        hold: bool = False,
     ) -> Any:
         """Run one plain command once (``route``: its key, for a cluster; ``timeout``: seconds
-        for the whole call instead of the usual, for blocking commands). Raises as
-        :meth:`eval`."""
+        for the whole call instead of the usual, for blocking commands; ``hold``: accepted
+        for symmetry with the blocking transport, whose direct grant pops on a connection
+        of its own: the asyncio face issues no such command). Raises as :meth:`eval`."""
         return await self._call(args, context, asking=asking, timeout=timeout)
 
     async def eval_then(
@@ -390,13 +392,16 @@ class AsyncServer:
 
     async def _take(self) -> Any:
         """A pooled connection; a full pool is load, not an error: wait (short back-off)
-        until one is free, bounded by the call's deadline (a timeout then, not sent)."""
+        until one is free in the pool or among the kept ones, bounded by the call's deadline
+        (a timeout then, not sent)."""
         pause = 0.001
         while True:
             try:
                 return await atake(self.pool)
             except PoolExhaustedError:
                 await asyncio.sleep(pause)
+                if self._idle:  # kept by a call that ended meanwhile (kept, not pooled)
+                    return self._idle.pop()
                 pause = min(pause * 2, 0.05)
 
     def _multiplexer(self) -> Multiplexer:

@@ -77,6 +77,7 @@ class NodeServer(Protocol):
         route: str | None = None,
         asking: bool = False,
         timeout: float | None = None,
+        hold: bool = False,
     ) -> Any: ...
 
     def close(self) -> None: ...
@@ -333,12 +334,16 @@ class ClusterRouter(Generic[S]):
         route: str | None = None,
         asking: bool = False,
         timeout: float | None = None,
+        hold: bool = False,
     ) -> Any:
-        """Run a plain command once on the node of ``route`` (any node for ``None``)."""
+        """Run a plain command once on the node of ``route`` (any node for ``None``;
+        ``hold``: see the node server's ``command``)."""
         keys = [route] if route is not None else []
         return await self._routed(
             keys,
-            lambda server, ask: server.command(*args, context=context, asking=ask, timeout=timeout),
+            lambda server, ask: server.command(
+                *args, context=context, asking=ask, timeout=timeout, hold=hold
+            ),
         )
 
     def close(self) -> None:

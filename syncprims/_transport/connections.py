@@ -67,6 +67,7 @@ __all__ = [
     "amove_slot",
     "move_slot",
     "own_connection",
+    "pool_share",
     "node_pool",
     "read",
     "read_message",
@@ -416,6 +417,16 @@ def is_plain_pool(pool: object) -> bool:
     """Whether ``pool`` is a library's ``ConnectionPool`` itself (not a subclass such as a
     Sentinel or blocking pool): a transport may keep a few of its connections checked out."""
     return type(pool) in POOLS.plain
+
+
+def pool_share(pool: object, most: int) -> int:
+    """How many of ``pool``'s connections syncprims may hold at once (``Config.pool_share``):
+    ``most``, and never more than a quarter of the pool's ``max_connections``, at least one,
+    so that the application's own commands always find most of its pool free."""
+    size = getattr(pool, "max_connections", None)
+    if isinstance(size, int) and size > 0:
+        return max(1, min(most, size // 4))
+    return max(1, most)
 
 
 def is_blocking_pool(pool: object) -> bool:

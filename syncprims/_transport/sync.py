@@ -47,8 +47,9 @@ from syncprims._transport.connections import (
     ERRORS,
     PoolExhaustedError,
     give,
-    is_blocking_pool,
     is_plain_pool,
+    own_connection,
+    pool_share,
     read,
     take,
 )
@@ -66,6 +67,7 @@ __all__ = ["Handoff", "LateLane", "Routed", "SyncServer", "fan_out"]
 log = logging.getLogger("syncprims.transport")
 
 _IDLE_CAP = 8  # connections a server keeps checked out between calls (see checkout())
+POOL_SHARE = 8  # the most pooled connections a server holds at once (Config.pool_share)
 
 
 class _Process:
@@ -94,7 +96,7 @@ class SyncServer:
         timeout: the longest wait for one reply, seconds.
     """
 
-    def __init__(self, pool: Any, *, address: str, timeout: float) -> None:
+    def __init__(self, pool: Any, *, address: str, timeout: float, share: int = POOL_SHARE) -> None:
         self.pool = pool
         self.address = address
         self.timeout = timeout
@@ -107,10 +109,15 @@ class SyncServer:
         # Connections kept checked out between calls (see checkout()): only over a plain
         # ConnectionPool, whose size is not a limit the application waits on.
         self._idle: list[Any] = []
-        self._idle_cap = _IDLE_CAP if is_plain_pool(pool) else 0
-        # A connection may be held for a whole wait (a direct grant's BLPOP) unless the
-        # pool's size is one the application waits on.
-        self.may_hold = not is_blocking_pool(pool)
+        self.share = pool_share(pool, share)
+        self._idle_cap = min(_IDLE_CAP, self.share) if is_plain_pool(pool) else 0
+        # The pool's connections syncprims holds (in a call or kept): at most ``share``.
+        self._pooled = 0
+        self._freed = threading.Condition(threading.Lock())
+        self._waiting = 0  # threads waiting in checkout() for the share
+        # Connections of syncprims' own for calls that hold one while Redis blocks them (a
+        # direct grant's BLPOP): never the pool's (docs/configuration.md, ``pool_share``).
+        self._held: list[Any] = []
         self._pid = _Process.pid
         self.lane = LateLane(self)  # its thread starts when a fan-out first stops early
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
@@ -130,14 +137,17 @@ class SyncServer:
         waits on), a Sentinel pool (which re-checks the master on release) and any other
         subclass get every connection straight back.
 
-        A full pool (a ``ConnectionPool`` at ``max_connections``, a
-        ``BlockingConnectionPool`` whose own wait ran out) is load, not an error: the call
-        waits for a connection, taking again with a short back-off, for up to the reply
-        timeout.
+        syncprims holds at most :attr:`share` of the pool's connections at once (kept ones
+        included; :func:`pool_share`), so that the application's own commands always find
+        one: a thread past the share waits for one of them to come back. A full pool (a
+        ``ConnectionPool`` at ``max_connections``, a ``BlockingConnectionPool`` whose own
+        wait ran out) is load, not an error either: the call waits for a connection, taking
+        again with a short back-off. Both waits together last at most the reply timeout.
 
         Raises:
             ClientClosedError: after :meth:`close`.
-            TransportError: the pool could not give one (``maybe_executed`` false).
+            TransportError: no connection came within the reply timeout, or the pool could
+                not connect one (``maybe_executed`` false).
         """
         if self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
@@ -149,27 +159,69 @@ class SyncServer:
         deadline = time.monotonic() + self.timeout  # a BlockingConnectionPool's own wait counts
         pause = 0.001
         while True:
-            try:
-                return take(self.pool)
-            except PoolExhaustedError as error:
-                kept = self.take_kept()  # given back meanwhile (kept, not to the pool)
-                if kept is not None:
-                    if not _stale(kept):
-                        return kept
-                    self._forget(kept)
-                    continue
-                now = time.monotonic()
-                if now >= deadline:
-                    raise RedisConnectionError(
-                        f"the connection pool of Redis at {self.address} had no free "
-                        f"connection for {self.timeout:g} s while {context} ({error})",
-                        maybe_executed=False,
-                    ) from error
-                time.sleep(min(pause, deadline - now))
+            if self._claim(deadline):
+                try:
+                    conn = take(self.pool)
+                except PoolExhaustedError as error:
+                    self._unclaim()
+                    last: BaseException = error
+                except ERRORS.failures as error:
+                    self._unclaim()
+                    self.healthy = False
+                    raise self._translate(error, context, sent=False) from error
+                except BaseException:
+                    self._unclaim()
+                    raise
+                else:
+                    return conn
+            else:
+                last = PoolExhaustedError(f"syncprims holds its share, {self.share}")
+            kept = self.take_kept()  # given back meanwhile (kept, not to the pool)
+            if kept is not None:
+                if not _stale(kept):
+                    return kept
+                self._forget(kept)
+                continue
+            if self._closed:
+                raise ClientClosedError(f"the client is shut down ({context})")
+            now = time.monotonic()
+            if now >= deadline:
+                raise RedisConnectionError(
+                    f"the connection pool of Redis at {self.address} had no free "
+                    f"connection for {self.timeout:g} s while {context} ({last})",
+                    maybe_executed=False,
+                ) from last
+            if isinstance(last, PoolExhaustedError) and self._pooled < self.share:
+                time.sleep(min(pause, deadline - now))  # the pool is full: poll it
                 pause = min(pause * 2, 0.05)
-            except ERRORS.failures as error:
-                self.healthy = False
-                raise self._translate(error, context, sent=False) from error
+
+    def _claim(self, deadline: float) -> bool:
+        """Count one more pooled connection if the share allows, else wait until a pooled
+        or kept connection comes back (or ``deadline``). ``True``: counted."""
+        with self._freed:
+            if self._pid != _Process.pid:  # a forked child: the parent's are not ours
+                self._pid = _Process.pid
+                self._pooled = 0
+                self._idle.clear()
+            if self._pooled < self.share:
+                self._pooled += 1
+                return True
+            if self._idle:
+                return False  # kept one came back: the caller takes it
+            self._waiting += 1
+            try:
+                self._freed.wait(max(0.0, min(deadline - time.monotonic(), 0.05)))
+            finally:
+                self._waiting -= 1
+            if self._pooled < self.share:
+                self._pooled += 1
+                return True
+            return False
+
+    def _unclaim(self) -> None:
+        with self._freed:
+            self._pooled = max(0, self._pooled - 1)
+            self._freed.notify()
 
     def take_kept(self) -> Any:
         """A connection kept from an earlier call, not checked yet (:func:`_stale`), or
@@ -187,18 +239,45 @@ class SyncServer:
         """Give a connection back (kept for the next call when there is room)."""
         if len(self._idle) < self._idle_cap and not self._closed and conn._sock is not None:
             self._idle.append(conn)
+            if self._waiting:
+                with self._freed:
+                    self._freed.notify()
         else:
-            give(self.pool, conn)
+            self._give(conn)
 
     def discard(self, conn: Any) -> None:
         """Give back a connection whose state is unknown (closed first)."""
         conn.disconnect()
+        self._give(conn)
+
+    def _give(self, conn: Any) -> None:
         give(self.pool, conn)
+        self._unclaim()
 
     def _forget(self, conn: Any) -> None:
         if self._pid != _Process.pid:
             return  # the parent's connection: the pool of this child resets itself
         self.discard(conn)
+
+    def _take_held(self) -> Any:
+        """A connection of syncprims' own for a blocking call (:attr:`_held`, else new)."""
+        while self._held:
+            try:
+                conn = self._held.pop()
+            except IndexError:
+                break
+            if self._pid != _Process.pid:
+                continue
+            if _stale(conn):
+                conn.disconnect()  # it connects again on its next write
+            return conn
+        return own_connection(self.pool)
+
+    def _give_held(self, conn: Any) -> None:
+        if self._closed or self._pid != _Process.pid:
+            conn.disconnect()
+        else:
+            self._held.append(conn)
 
     # -- calls --------------------------------------------------------------------------------
 
@@ -233,10 +312,13 @@ class SyncServer:
         route: str | None = None,
         asking: bool = False,
         timeout: float | None = None,
+        hold: bool = False,
     ) -> Any:
         """Run one plain command once (``route``: its key, for a cluster; ``timeout``: seconds
-        for its reply instead of the client's, for blocking commands). Raises as :meth:`eval`."""
-        return self._call(args, context, None, asking, timeout)
+        for its reply instead of the client's, for blocking commands; ``hold``: on a
+        connection of syncprims' own, not the pool's, for a command Redis blocks, such as
+        ``BLPOP``). Raises as :meth:`eval`."""
+        return self._call(args, context, None, asking, timeout, hold=hold)
 
     async def eval_then(
         self,
@@ -304,8 +386,13 @@ class SyncServer:
         script: Script | None,
         asking: bool = False,
         timeout: float | None = None,
+        *,
+        hold: bool = False,
     ) -> Any:
-        conn = self.checkout(context)
+        if hold and self._closed:
+            raise ClientClosedError(f"the client is shut down ({context})")
+        conn = self._take_held() if hold else self.checkout(context)
+        back = self._give_held if hold else self.checkin
         try:
             if asking:
                 self.send(conn, ("ASKING",), context)
@@ -314,9 +401,9 @@ class SyncServer:
                 self.receive(conn, ("ASKING",), context, None)
             reply = self.receive(conn, command, context, script, asking, timeout=timeout)
         except BaseException:
-            self.checkin(conn)  # send/receive disconnected it if its state is unknown
+            back(conn)  # send/receive disconnected it if its state is unknown
             raise
-        self.checkin(conn)
+        back(conn)
         return reply
 
     def send(
@@ -418,7 +505,16 @@ class SyncServer:
             except IndexError:
                 break
             if self._pid == _Process.pid:
-                give(self.pool, conn)
+                self._give(conn)
+        while self._held:
+            try:
+                conn = self._held.pop()
+            except IndexError:
+                break
+            if self._pid == _Process.pid:
+                conn.disconnect()
+        with self._freed:
+            self._freed.notify_all()  # waiters see the client closed
 
 
 def _stale(conn: Any) -> bool:
