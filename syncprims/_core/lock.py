@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 from syncprims import _observe
 from syncprims._core.objects import ExpirableCore
-from syncprims._core.retry import with_retry
+from syncprims._core.retry import releasing, with_retry
 from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import (
@@ -1126,6 +1126,7 @@ class LockCore(ExpirableCore):
         """
         wait = wait_seconds(wait_time)
         lease, watchdog = self._lease(lease_time)
+        self._ex.refuse_if_closing(self.context("acquiring"))
         self.fresh_field(owner)
         field = self.field(owner)
         probe = _observe.AcquireProbe(self.kind, self.name, wait)
@@ -1295,12 +1296,15 @@ class LockCore(ExpirableCore):
         _observe.released(self.kind, self.name, reply, since)
 
     async def unlock(self, owner: int) -> None:
-        """Release one hold of ``owner``.
+        """Release one hold of ``owner`` (a shutdown meanwhile lets it finish).
 
         Raises:
             LockNotHeldError: ``owner`` does not hold the lock (never did, or it expired).
             TransportError: Redis failed (after retries); the lock expires by its lease.
         """
+        await releasing(self._ex, self._unlock(owner))
+
+    async def _unlock(self, owner: int) -> None:
         field = self.field(owner)
         self.count_hold(owner, -1)
         self._ex.watchdog.cancel(self.name, field)

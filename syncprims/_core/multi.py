@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from syncprims._core.lock import LockCore, lock_policy, release_on_exit
+from syncprims._core.retry import releasing
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
@@ -99,6 +100,8 @@ class MultiLockCore:
                 f"lease_time of a {self.kind} must exceed its clock-drift allowance (1% + 2 ms), "
                 f"got {lease_s!r} s: no attempt could ever have validity time left"
             )
+        for sub in self.locks:
+            sub._ex.refuse_if_closing(f"acquiring {self.kind} through {sub.name!r}")
         for sub in self.locks:
             sub.fresh_field(owner)
         plans = [(sub, sub.field(owner), *sub._lease(lease_time)) for sub in self.locks]
@@ -274,6 +277,9 @@ class MultiLockCore:
                 not held), after releasing the others.
             TransportError: too many sub-locks could not be reached to release them.
         """
+        await releasing(self._ex, self._unlock(owner))
+
+    async def _unlock(self, owner: int) -> None:
         holds = [(sub, sub.field(owner)) for sub in self.locks]
         for sub in self.locks:
             sub.count_hold(owner, -1)

@@ -22,7 +22,7 @@ from typing import TypeVar
 from syncprims._protocol.contracts import Executor
 from syncprims.errors import TransportError
 
-__all__ = ["with_retry"]
+__all__ = ["releasing", "with_retry"]
 
 T = TypeVar("T")
 
@@ -48,3 +48,14 @@ async def with_retry(ex: Executor, op: Callable[[], Awaitable[T]], *, idempotent
                 raise
         await ex.sleep(delay)
         attempt += 1
+
+
+async def releasing(ex: Executor, release: Awaitable[T]) -> T:
+    """Await ``release`` counted as a release in flight, which shutdown lets finish
+    (``Executor.release_started``): a client shut down while a task or thread releases
+    must not leave that lock held until its lease runs out."""
+    ex.release_started()
+    try:
+        return await release
+    finally:
+        ex.release_ended()

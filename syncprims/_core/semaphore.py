@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from syncprims._core.objects import ExpirableCore
-from syncprims._core.retry import with_retry
+from syncprims._core.retry import releasing, with_retry
 from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
@@ -183,6 +183,7 @@ class SemaphoreCore(ExpirableCore):
         wait = wait_seconds(wait_time)
         if count == 0:
             return True
+        self._ex.refuse_if_closing(self.context("acquiring"))
         return await acquire_loop(
             self._ex,
             lambda: self._attempt(count),
@@ -205,15 +206,18 @@ class SemaphoreCore(ExpirableCore):
         # INCRBY is not idempotent: never re-send a release that may have run (its reply
         # lost), or the permits come back twice and N + 1 holders get in (issue 17).
         ex = self._ex
-        await with_retry(
+        await releasing(
             ex,
-            lambda: ex.eval(
-                scripts.SEM_RELEASE,
-                [self.name, self.channel],
-                [permits, self.publish],
-                context=self.context("releasing"),
+            with_retry(
+                ex,
+                lambda: ex.eval(
+                    scripts.SEM_RELEASE,
+                    [self.name, self.channel],
+                    [permits, self.publish],
+                    context=self.context("releasing"),
+                ),
+                idempotent=False,
             ),
-            idempotent=False,
         )
 
     async def release(self, permits: object) -> None:
@@ -358,6 +362,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         if lease_time is not None:
             lease_ms(lease_time)  # validate before anything is sent
         permit = secrets.token_bytes(16)
+        self._ex.refuse_if_closing(self.context("acquiring a permit of"))
         acquired = await acquire_loop(
             self._ex,
             lambda: self._attempt(permit, lease_time),
@@ -431,6 +436,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             lease_ms(lease_time)  # validate before anything is sent
         if count == 0:
             return []
+        self._ex.refuse_if_closing(self.context("acquiring permits of"))
         ids = [secrets.token_bytes(16) for _ in range(count)]
         acquired = await acquire_loop(
             self._ex,
@@ -450,25 +456,31 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
 
     async def _release_many(self, permits: list[bytes]) -> int:
         ex = self._ex
-        reply = await self.run_script(
-            ScriptCall(
-                scripts.PES_RELEASE_MANY,
-                [self.name, self.channel, self.timeouts],
-                [len(permits), ex.wall_ms(), self.publish, *permits],
+        reply = await releasing(
+            ex,
+            self.run_script(
+                ScriptCall(
+                    scripts.PES_RELEASE_MANY,
+                    [self.name, self.channel, self.timeouts],
+                    [len(permits), ex.wall_ms(), self.publish, *permits],
+                ),
+                action="releasing permits of",
             ),
-            action="releasing permits of",
         )
         return int(reply)
 
     async def _release(self, permit: bytes) -> Any:
         ex = self._ex
-        return await self.run_script(
-            ScriptCall(
-                scripts.PES_RELEASE,
-                [self.name, self.timeouts, self.channel],
-                [permit, ex.wall_ms(), self.publish],
+        return await releasing(
+            ex,
+            self.run_script(
+                ScriptCall(
+                    scripts.PES_RELEASE,
+                    [self.name, self.timeouts, self.channel],
+                    [permit, ex.wall_ms(), self.publish],
+                ),
+                action="releasing a permit of",
             ),
-            action="releasing a permit of",
         )
 
     async def try_release(self, permit_id: object) -> bool:

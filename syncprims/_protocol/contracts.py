@@ -384,6 +384,15 @@ class Executor(Protocol):
         """Whether :meth:`wait_pushed` blocks on the list itself (the blocking face, with
         ``Config.lock_grant_direct``); otherwise it is :meth:`wait`."""
 
+    def refuse_if_closing(self, context: str) -> None:
+        """Raise ``ClientClosedError`` once shutdown began (an acquisition's first step)."""
+
+    def release_started(self) -> None:
+        """A release began (unlock, a permit given back): shutdown waits for it."""
+
+    def release_ended(self) -> None:
+        """The release counted by :meth:`release_started` ended."""
+
     def claim_pop(self) -> bool:
         """Whether a new wait pops its grant (:meth:`wait_pushed` blocks on the list): with
         :attr:`pops_grants`, while fewer than ``Config.lock_grant_direct_limit`` waits of

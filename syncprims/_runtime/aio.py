@@ -315,12 +315,19 @@ class AsyncExecutor(ExecutorBase):
         return transport.servers() if isinstance(transport, ClusterRouter) else [transport]
 
     async def aclose(self) -> None:
-        """Finish background work, stop the services, give the pub/sub connection back, close
-        what syncprims made. A redis-py client passed in stays open. Idempotent."""
+        """Let the releases in flight finish (within the operation timeout; no acquisition
+        starts meanwhile), finish background work, stop the services, give the pub/sub
+        connection back, close what syncprims made. A redis-py client passed in stays open.
+        Idempotent."""
         if self.closed:
             return
-        self.closed = True
+        self.closed = True  # no new acquisition from here (refuse_if_closing)
         bind_loop(self.event_loop)
+        deadline = self.monotonic() + self.bounds.operation_timeout
+        # Releases in flight finish first (counted by a plain counter: a release may run on
+        # another loop or thread of the process; polled, there is no event to await).
+        while not self.releases_done(deadline):  # noqa: ASYNC110
+            await asyncio.sleep(0.002)
         if self._late:  # each ends within its server's timeout
             await asyncio.wait(list(self._late), timeout=self.bounds.timeout + 1)
         for server in self._servers():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import weakref
 
@@ -22,6 +23,7 @@ from syncprims._protocol.timing import Bounds
 from syncprims._transport.errors import key_slot
 from syncprims._transport.sources import CONNECT_TIMEOUT, Source
 from syncprims.config import DEFAULT_TIMEOUT, Config
+from syncprims.errors import ClientClosedError
 
 __all__ = ["ExecutorBase"]
 
@@ -74,7 +76,29 @@ class ExecutorBase:
         base, cap = self.config.retry_delay
         self._backoff = EqualJitterBackoff(cap=cap, base=base)
         self.closed = False
+        self._releasing = 0  # releases in flight (release_started / release_ended)
+        self._releasing_mutex = threading.Lock()
         _live.add(self)
+
+    def release_started(self) -> None:
+        """A release began: :meth:`releases_done` waits for it at shutdown."""
+        with self._releasing_mutex:
+            self._releasing += 1
+
+    def release_ended(self) -> None:
+        with self._releasing_mutex:
+            self._releasing -= 1
+
+    def refuse_if_closing(self, context: str) -> None:
+        """Raise ``ClientClosedError`` once shutdown began: no new acquisition then, while
+        the releases in flight finish."""
+        if self.closed:
+            raise ClientClosedError(f"the client is shut down ({context})")
+
+    def releases_done(self, deadline: float) -> bool:
+        """Whether no release is in flight; polled by shutdown until ``deadline``
+        (:meth:`monotonic`)."""
+        return self._releasing <= 0 or self.monotonic() >= deadline
 
     def retry_delay(self, attempt: int) -> float:
         """Equal-jitter back-off (redis-py's ``EqualJitterBackoff``), seconds."""

@@ -353,11 +353,16 @@ class SyncExecutor(ExecutorBase):
         await self.janitor.flush_now()
 
     def close(self) -> None:
-        """Stop the services, give the pub/sub connection back, close what syncprims made
-        (blocking). A redis-py client passed in stays open. Idempotent."""
+        """Let the releases in flight (other threads') finish, within the operation timeout
+        (no acquisition starts meanwhile), stop the services, give the pub/sub connection
+        back, close what syncprims made (blocking). A redis-py client passed in stays open.
+        Idempotent."""
         if self.closed:
             return
-        self.closed = True
+        self.closed = True  # no new acquisition from here (refuse_if_closing)
+        deadline = self.monotonic() + self.bounds.operation_timeout
+        while not self.releases_done(deadline):  # releases in flight finish first
+            time.sleep(0.002)
         pubsub = self.pubsub
         for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
             subscriber.close()

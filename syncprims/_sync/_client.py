@@ -380,8 +380,11 @@ class Client:
     def shutdown(self) -> None:
         """Stop the services and give every connection back. Idempotent.
 
-        Locks still held stop being renewed and expire by their lease; later calls on this
-        client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
+        Releases in flight (an ``unlock()``, a permit given back, in other tasks or
+        threads) finish first, for up to the operation timeout (``timeout`` times the
+        attempts, plus back-off); no acquisition starts meanwhile (``ClientClosedError``).
+        Locks still held then stop being renewed and expire by their lease; later calls on
+        this client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
         [`connect`][syncprims.connect] stays open and usable: its owner closes it. A client
         made from a URL is closed.
         """
