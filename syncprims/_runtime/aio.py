@@ -22,12 +22,13 @@ from syncprims._services.janitor import Janitor
 from syncprims._services.loop import CallerLoop
 from syncprims._services.pubsub import ClusterSubscribers, Subscription, TaskSubscriber
 from syncprims._services.watchdog import Watchdog
-from syncprims._transport.aio import AsyncServer, bind_loop
+from syncprims._transport.aio import NOSCRIPT, AsyncServer, bind_loop
 from syncprims._transport.cluster import AsyncTopology, ClusterRouter
+from syncprims._transport.mux import MuxConnection, Slot
 from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, aclose_source, async_source
 from syncprims.config import Config
-from syncprims.errors import RedisTimeoutError, SyncPrimsError
+from syncprims.errors import RedisConnectionError, RedisTimeoutError, SyncPrimsError
 
 __all__ = ["AsyncExecutor"]
 
@@ -165,6 +166,9 @@ class AsyncExecutor(ExecutorBase):
             if not isinstance(call.executor, AsyncExecutor):
                 raise TypeError("a fan-out mixes the sync and the asyncio face")
             executors.append(call.executor)
+        servers = _shared_servers(executors)
+        if servers is not None:
+            return await self._eval_many_shared(calls, executors, servers, enough)
         loop = asyncio.get_running_loop()
         results: list[Any] = [PENDING] * len(calls)
         tasks: dict[asyncio.Task[Any], int] = {}
@@ -222,6 +226,156 @@ class AsyncExecutor(ExecutorBase):
             raise
         for task in pending:  # enough: finished in the background, within their timeouts
             executors[tasks[task]]._finish_late(task, calls[tasks[task]].on_orphan)
+        for reply in results:
+            if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
+                raise reply
+        return results
+
+    async def _eval_many_shared(
+        self,
+        calls: Sequence[Call],
+        executors: list[AsyncExecutor],
+        servers: list[AsyncServer],
+        enough: Enough | None,
+    ) -> list[Any]:
+        """:meth:`eval_many` when every call goes on a server's shared connection: each
+        call is queued on its connection at once (one write per server for every fan-out
+        of the loop turn) and its reply is taken by a callback, without a task per call;
+        the same outcomes as the per-call path (a timeout, an error, ``PENDING`` once
+        ``enough`` held and the grace ran out, the undoing of answered attempts when the
+        caller is cancelled). A script not loaded yet takes the per-call path (it loads
+        it); so do calls to a server a fan-out left a call on (:meth:`_late_calls`)."""
+        loop = asyncio.get_running_loop()
+        count = len(calls)
+        results: list[Any] = [PENDING] * count
+        submitted: list[tuple[MuxConnection, Slot] | None] = [None] * count
+        retries: dict[asyncio.Task[Any], int] = {}  # NOSCRIPT: the per-call path
+        remaining = count
+        wake: list[asyncio.Future[None]] = [loop.create_future()]
+
+        def woken() -> None:
+            if not wake[0].done():
+                wake[0].set_result(None)
+
+        def settled(i: int, outcome: Any) -> None:
+            nonlocal remaining
+            if results[i] is not PENDING:
+                return
+            results[i] = outcome
+            remaining -= 1
+            woken()
+
+        def retried(task: asyncio.Task[Any]) -> None:
+            i = retries.pop(task, -1)
+            if i < 0 or task.cancelled():
+                return
+            error = task.exception()
+            settled(i, task.result() if error is None else error)
+
+        def answered(i: int) -> Callable[[asyncio.Future[list[Any]]], None]:
+            def done(future: asyncio.Future[list[Any]]) -> None:
+                entry = submitted[i]
+                if entry is None or results[i] is not PENDING:
+                    return
+                if future.cancelled():  # not by this fan-out (it settles first): closed
+                    settled(
+                        i,
+                        RedisConnectionError(
+                            f"{calls[i].context}: the connection was closed",
+                            maybe_executed=entry[1].sent,
+                        ),
+                    )
+                    return
+                outcome = servers[i].slot_outcome(entry[1], calls[i].context)
+                if outcome is NOSCRIPT:
+                    call = calls[i]
+                    retry = loop.create_task(
+                        executors[i].eval(
+                            call.call.script,
+                            call.call.keys,
+                            call.call.args,
+                            context=call.context,
+                            on_orphan=call.on_orphan,
+                        )
+                    )
+                    retries[retry] = i
+                    retry.add_done_callback(retried)
+                    return
+                settled(i, outcome)
+
+            return done
+
+        for i, call in enumerate(calls):
+            entry = servers[i].submit_script(
+                call.call.script, call.call.keys, call.call.args, call.on_orphan
+            )
+            if entry is None:  # cannot happen after _shared_servers; the per-call path then
+                entry_task = loop.create_task(
+                    executors[i].eval(
+                        call.call.script,
+                        call.call.keys,
+                        call.call.args,
+                        context=call.context,
+                        on_orphan=call.on_orphan,
+                    )
+                )
+                retries[entry_task] = i
+                entry_task.add_done_callback(retried)
+                continue
+            submitted[i] = entry
+            entry[1].future.add_done_callback(answered(i))
+
+        def expire() -> None:  # the servers' reply timeout: as the per-call deadline
+            for i, entry in enumerate(submitted):
+                if entry is not None and results[i] is PENDING and not entry[1].future.done():
+                    settled(i, servers[i].timed_out(entry[0], entry[1], calls[i].context))
+
+        started = loop.time()
+        timer = loop.call_later(max(server.timeout for server in servers), expire)
+        grace_timer: asyncio.TimerHandle | None = None
+        stop_at: float | None = None  # once enough: when the others stop being awaited
+        try:
+            while remaining:
+                if stop_at is None and enough is not None and enough(results):
+                    stop_at = loop.time() + max(MIN_GRACE, loop.time() - started)
+                    grace_timer = loop.call_at(stop_at, woken)
+                if stop_at is not None and loop.time() >= stop_at:
+                    break
+                await wake[0]
+                wake[0] = loop.create_future()
+        except asyncio.CancelledError:
+            # Answered attempts are undone here; attempts in flight are abandoned (their
+            # reply goes to on_orphan; one not written yet never is); a release is never
+            # abandoned: it finishes in the background (as the per-call path).
+            for i, entry in enumerate(submitted):
+                on_orphan = calls[i].on_orphan
+                if results[i] is not PENDING:
+                    if on_orphan is not None and not isinstance(results[i], BaseException):
+                        self._undo(on_orphan, results[i])
+                elif entry is not None and calls[i].skip_if_busy:
+                    entry[1].future.cancel()
+                    entry[0].abandon(entry[1], timed_out=False)
+                elif entry is not None and not entry[1].future.done():
+                    executors[i]._finish_late(
+                        loop.create_task(_late_slot(servers[i], *entry, calls[i].context)),
+                        on_orphan,
+                    )
+            for task, i in list(retries.items()):
+                if calls[i].skip_if_busy:
+                    task.cancel()
+                else:
+                    executors[i]._finish_late(task, calls[i].on_orphan)
+            raise
+        finally:
+            timer.cancel()
+            if grace_timer is not None:
+                grace_timer.cancel()
+        for i, entry in enumerate(submitted):  # enough: finished in the background
+            if entry is not None and results[i] is PENDING and not entry[1].future.done():
+                task = loop.create_task(_late_slot(servers[i], *entry, calls[i].context))
+                executors[i]._finish_late(task, calls[i].on_orphan)
+        for task, i in list(retries.items()):
+            executors[i]._finish_late(task, calls[i].on_orphan)
         for reply in results:
             if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
                 raise reply
@@ -381,6 +535,36 @@ async def open_executor(
             await executor.aclose()
             raise
     return executor
+
+
+def _shared_servers(executors: Sequence[AsyncExecutor]) -> list[AsyncServer] | None:
+    """Each call's server, when every one takes the fast fan-out of
+    :meth:`AsyncExecutor._eval_many_shared`: a single server (not a cluster) with an open
+    shared connection and no call a fan-out left on it; else ``None``."""
+    servers: list[AsyncServer] = []
+    for ex in executors:
+        server = ex.transport
+        if not isinstance(server, AsyncServer) or ex._late or not server.shares_open():
+            return None
+        servers.append(server)
+    return servers
+
+
+async def _late_slot(
+    server: AsyncServer, connection: MuxConnection, slot: Slot, context: str
+) -> Any:
+    """A fast fan-out's call left to finish in the background: its reply, within what is
+    left of the server's timeout (raised as :meth:`AsyncServer.eval` would)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(slot.future), server.timeout)
+    except TimeoutError:
+        raise server.timed_out(connection, slot, context) from None
+    outcome = server.slot_outcome(slot, context)
+    if outcome is NOSCRIPT:  # cannot be: a loaded script stays loaded until SCRIPT FLUSH
+        raise RedisTimeoutError(f"{context}: the script was not loaded", maybe_executed=False)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 async def _after(earlier: Sequence[asyncio.Task[Any]], coro: Coroutine[Any, Any, T]) -> T:

@@ -45,9 +45,9 @@ from syncprims._transport.connections import (
     own_connection,
 )
 from syncprims._transport.errors import pack, translate
-from syncprims._transport.mux import BrokenError, Multiplexer, Slot
+from syncprims._transport.mux import BrokenError, Multiplexer, MuxConnection, Slot
 from syncprims._transport.replicas import ReplicaCount
-from syncprims.errors import ClientClosedError
+from syncprims.errors import ClientClosedError, SyncPrimsError
 
 __all__ = ["AsyncServer", "NodePool", "bind_loop"]
 
@@ -55,6 +55,17 @@ log = logging.getLogger("syncprims.transport")
 
 _IDLE_CAP = 8  # connections a server keeps checked out between calls
 _NOTHING: Any = object()  # no reply read yet
+
+
+class _NoScript:
+    """The type of :data:`NOSCRIPT`."""
+
+    def __repr__(self) -> str:
+        return "NOSCRIPT"
+
+
+NOSCRIPT = _NoScript()
+"""A fast-path script call found its script not loaded (it did not run)."""
 
 
 def bind_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
@@ -485,6 +496,73 @@ class AsyncServer:
             ) from error
         finally:
             deadlines.finish(key)
+
+    def shares_open(self) -> bool:
+        """Whether calls go on shared connections and one is open (:meth:`submit_script`)."""
+        if not self._shared or self._closed:
+            return False
+        mux = self._mux
+        return mux is not None and all(c.open_conn() is not None for c in mux.connections)
+
+    def submit_script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[str | int | bytes],
+        on_orphan: Orphan | None,
+    ) -> tuple[MuxConnection, Slot] | None:
+        """Queue one EVALSHA on a shared connection now, without a task or an await (a
+        fan-out's fast path, :meth:`AsyncExecutor.eval_many`): the connection and its slot,
+        whose future the caller awaits and whose outcome :meth:`slot_outcome` gives.
+        ``None`` when the call must take :meth:`eval` instead: no shared connections, none
+        open yet, shut down."""
+        if not self._shared or self._closed:
+            return None
+        bind_loop(self._loop)
+        connection = self._multiplexer().pick()
+        conn = connection.open_conn()
+        if conn is None:
+            return None
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        return connection, connection.submit(pack(conn, command), 1, on_orphan)
+
+    def slot_outcome(self, slot: Slot, context: str) -> Any:
+        """The reply of a done slot of :meth:`submit_script`, or the ``SyncPrimsError`` it
+        failed with (as :meth:`eval` would raise it); :data:`NOSCRIPT` when the script
+        was not loaded (it did not run: :meth:`eval` loads it)."""
+        error = slot.future.exception()
+        if error is not None:
+            if isinstance(error, BrokenError):
+                return translate(
+                    error.cause,
+                    context=context,
+                    address=self.address,
+                    timeout=self.timeout,
+                    sent=error.sent,
+                )
+            return error
+        reply = slot.future.result()[-1]
+        if isinstance(reply, ERRORS.no_script):
+            return NOSCRIPT
+        if isinstance(reply, Exception):
+            return translate(
+                reply, context=context, address=self.address, timeout=self.timeout, sent=True
+            )
+        return reply
+
+    def timed_out(self, connection: MuxConnection, slot: Slot, context: str) -> SyncPrimsError:
+        """Give up on a slot of :meth:`submit_script` whose reply did not come in
+        :attr:`timeout` (its late reply goes to its ``on_orphan``; its connection is
+        retired as silent): the error :meth:`eval` raises then."""
+        slot.future.cancel()
+        connection.abandon(slot, timed_out=True)
+        return translate(
+            TimeoutError(),
+            context=context,
+            address=self.address,
+            timeout=self.timeout,
+            sent=slot.sent,
+        )
 
     async def _read_then(self, conn: Any, context: str) -> Any:
         """The reply of the command sent behind a script, or the error it failed with."""

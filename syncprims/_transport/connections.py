@@ -67,6 +67,7 @@ __all__ = [
     "amove_slot",
     "move_slot",
     "own_connection",
+    "still_owned",
     "pool_share",
     "node_pool",
     "read",
@@ -169,6 +170,15 @@ def own_connection(pool: Any) -> Any:
     counts it in redis-py's blocking pools.) For a subscription or a shared connection,
     which would otherwise hold one of the application's pooled connections for good."""
     return pool.connection_class(**pool.connection_kwargs)
+
+
+def still_owned(pool: Any, conn: Any) -> bool:
+    """Whether a connection of syncprims' own made with ``pool``'s settings still goes where
+    the pool's would: a Sentinel pool's, to the current master (``owns_connection``, which
+    the pool checks for its own on release; after a failover a kept connection may still
+    point at the demoted master, where a ``BLPOP`` blocks and never sees a grant)."""
+    owns = getattr(pool, "owns_connection", None)
+    return owns is None or bool(owns(conn))
 
 
 def give(pool: Any, conn: Any) -> None:

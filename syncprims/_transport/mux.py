@@ -141,6 +141,13 @@ class MuxConnection:
             assert wire is not None
         return wire.conn
 
+    def open_conn(self) -> Any:
+        """The connected connection, or ``None`` (none yet, or it closed: :meth:`ready`)."""
+        wire = self._wire
+        if wire is None or not wire.conn.is_connected:
+            return None
+        return wire.conn
+
     def submit(self, chunks: list[Any], count: int, on_orphan: Orphan | None = None) -> Slot:
         """Queue ``chunks`` (``count`` commands) for the next write, after :meth:`ready`;
         await the slot's future for the replies, in order (an error reply is the exception,

@@ -51,6 +51,7 @@ from syncprims._transport.connections import (
     own_connection,
     pool_share,
     read,
+    still_owned,
     take,
 )
 from syncprims._transport.errors import pack, translate
@@ -259,19 +260,37 @@ class SyncServer:
             return  # the parent's connection: the pool of this child resets itself
         self.discard(conn)
 
-    def _take_held(self) -> Any:
-        """A connection of syncprims' own for a blocking call (:attr:`_held`, else new)."""
+    def _take_held(self, context: str) -> Any:
+        """A connected connection of syncprims' own for a blocking call (:attr:`_held`, else
+        a new one). Connected here, by its own ``connect()``: redis-py 8's
+        ``send_packed_command`` connects through ``connect_check_health``, which a Sentinel
+        connection does not override, so it would go to the default host, not the master.
+
+        Raises:
+            TransportError: it could not connect (``maybe_executed`` false).
+        """
+        conn = None
         while self._held:
             try:
                 conn = self._held.pop()
             except IndexError:
                 break
             if self._pid != _Process.pid:
+                conn = None
                 continue
-            if _stale(conn):
-                conn.disconnect()  # it connects again on its next write
-            return conn
-        return own_connection(self.pool)
+            if _stale(conn) or not still_owned(self.pool, conn):
+                conn.disconnect()  # connected again below (to the current master)
+            break
+        if conn is None:
+            conn = own_connection(self.pool)
+        if conn._sock is None:
+            try:
+                conn.connect()
+            except ERRORS.failures as error:
+                conn.disconnect()
+                self._give_held(conn)
+                raise self._translate(error, context, sent=False) from error
+        return conn
 
     def _give_held(self, conn: Any) -> None:
         if self._closed or self._pid != _Process.pid:
@@ -391,7 +410,7 @@ class SyncServer:
     ) -> Any:
         if hold and self._closed:
             raise ClientClosedError(f"the client is shut down ({context})")
-        conn = self._take_held() if hold else self.checkout(context)
+        conn = self._take_held(context) if hold else self.checkout(context)
         back = self._give_held if hold else self.checkin
         try:
             if asking:
@@ -401,6 +420,8 @@ class SyncServer:
                 self.receive(conn, ("ASKING",), context, None)
             reply = self.receive(conn, command, context, script, asking, timeout=timeout)
         except BaseException:
+            if hold:  # an error reply too (READONLY: a demoted master): connect afresh
+                conn.disconnect()
             back(conn)  # send/receive disconnected it if its state is unknown
             raise
         back(conn)

@@ -207,7 +207,7 @@ def test_an_exhausted_pool_fails_clearly_within_the_timeout(
         busy = [e for _, e in outcomes if isinstance(e, syncprims.RedisConnectionError)]
         assert busy, outcomes
         for error in busy:
-            assert "No connection available" in str(error)
+            assert "no free connection" in str(error)
             assert not error.maybe_executed  # nothing was sent: safe to retry
         assert all(e is not None for _, e in outcomes)  # every call failed: nothing hangs
         # One call holds the connection for one timeout; a waiter gives up after one timeout.

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import syncprims
 import syncprims.asyncio
+from syncprims._core.semaphore import MAX_PERMITS_PER_CALL
 from syncprims._protocol.timing import MAX_LEASE_SECONDS
 from syncprims._protocol.values import MAX_COUNT
 
@@ -232,6 +233,18 @@ def permit_id_error(value: object) -> Expected:
     except ValueError:
         return ValueError
     return None if len(raw) == 16 else ValueError
+
+
+def permit_ids_error(value: list[object] | tuple[object, ...]) -> Expected:
+    """A list of permit ids (``release(ids)``, all or none): not empty, no id twice, at
+    most ``MAX_PERMITS_PER_CALL``, each a permit id."""
+    if not value or len(value) > MAX_PERMITS_PER_CALL:
+        return ValueError
+    for one in value:
+        error = permit_id_error(one)
+        if error is not None:
+            return error
+    return ValueError if len({str(one).lower() for one in value}) != len(value) else None
 
 
 def lease_to_ms(value: object) -> int:

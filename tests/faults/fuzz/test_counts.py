@@ -32,6 +32,7 @@ from tests.faults.fuzz.helpers import (
     lease_error,
     lease_to_ms,
     permit_id_error,
+    permit_ids_error,
     reset,
     tagged,
     wait_error,
@@ -216,6 +217,8 @@ def test_permit_expirable_semaphore(
         elif method == "update":
             args = (permit_id, lease)
             expected = permit_id_error(permit_id) or lease_error(lease)
+        elif method in ("release", "try_release") and isinstance(permit_id, (list, tuple)):
+            args, expected = (permit_id,), permit_ids_error(permit_id)  # all or none
         else:
             args, expected = (permit_id,), permit_id_error(permit_id)
         fn = getattr(pes, "update_lease_time" if method == "update" else method)
