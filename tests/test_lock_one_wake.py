@@ -20,6 +20,7 @@ import redis
 import syncprims
 from syncprims._core.lock import (
     ONE_WAKE_RESERVATION_MS,
+    ONE_WAKE_SLICE_MS,
     herald_policy,
     lock_policy,
     one_wake_policy,
@@ -370,3 +371,25 @@ def _timed(fn: Callable[[], object]) -> float:
     start = time.monotonic()
     fn()
     return time.monotonic() - start
+
+
+async def test_a_registered_waiter_notices_a_plain_delete_within_its_slice(
+    face: Face, url: str, name: str, raw: Any
+) -> None:
+    """The path behind "a waiter noticed a ``DEL`` after 0.48 s" (issue 29): a waiter
+    registered for the one wake-up attempts at least every ``ONE_WAKE_SLICE_MS`` (1 s) to
+    renew its registration, so a release that published nothing is noticed within a slice,
+    not after ``wait_recheck_interval`` (a minute here)."""
+    holder_client = await face.connect(url)
+    client = await face.connect(url, wait_recheck_interval=60)
+    holder = face.actor()
+    await holder(holder_client.get_lock(name).lock, lease_time=60)
+    waiter = face.actor()
+    waiting = asyncio.ensure_future(waiter(client.get_lock(name).try_lock, wait_time=30))
+    assert await _registered(raw, name, 1)
+    await asyncio.sleep(0.2)
+    deleted = time.monotonic()
+    raw.delete(name)  # no message: a misbehaving client's release
+    assert await within(10, waiting)
+    assert time.monotonic() - deleted < ONE_WAKE_SLICE_MS / 1000 + 1.0
+    await waiter(client.get_lock(name).unlock)

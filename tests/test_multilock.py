@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+import uuid
 from typing import Any
 
 import pytest
 import redis
 
 import syncprims
+import syncprims.asyncio
 from syncprims import LockNotHeldError
 from syncprims._core import lock as lock_module
 from syncprims._embedded import RedisServer
@@ -332,3 +335,69 @@ def test_redlock_demo_survives_killed_masters(tmp_path: Any) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "killed 2 of 5 masters" in result.stdout
     assert "mutual exclusion: OK" in result.stdout
+
+
+async def test_the_fast_fan_out_loads_a_flushed_script(five: list[RedisServer], name: str) -> None:
+    """The asyncio fan-out queues each master's call on its shared connection without a
+    task; a NOSCRIPT reply (the script cache flushed) takes the per-call path, which loads
+    the script: the lock is taken and released on every master."""
+    from syncprims._runtime.aio import _shared_servers
+
+    raws: list[Any] = [redis.Redis.from_url(server.url) for server in five]
+    masters = await syncprims.asyncio.connect_many(_urls(five))
+    try:
+        red = masters.get_red_lock(name)
+        await red.lock(lease_time=30)
+        await red.unlock()
+        executors = [client._ex for client in masters.clients]
+        assert _shared_servers(executors) is not None  # the fast path is taken from here
+        for raw in raws:
+            raw.script_flush()
+        await red.lock(lease_time=30)
+        assert lock_fields(five, name) == [1, 1, 1, 1, 1]
+        await red.unlock()
+        assert lock_fields(five, name) == [0, 0, 0, 0, 0]
+    finally:
+        await masters.shutdown()
+        for raw in raws:
+            raw.close()
+
+
+async def test_red_lock_callers_cancelled_at_any_point_leave_nothing_held(
+    five: list[RedisServer],
+) -> None:
+    """A RedLock acquire cancelled before its writes, in flight or as the replies come
+    gives back what its masters granted (each call's on_orphan), on the fast fan-out."""
+    rng = random.Random(11)
+    raws: list[Any] = [redis.Redis.from_url(server.url) for server in five]
+    masters = await syncprims.asyncio.connect_many(_urls(five))
+    prefix = f"fanout:{uuid.uuid4().hex[:8]}"
+    try:
+        warm = masters.get_red_lock(f"{prefix}:warm")
+        await warm.lock(lease_time=30)
+        await warm.unlock()
+        names = [f"{prefix}:{i}" for i in range(60)]
+        for i, lock_name in enumerate(names):
+            red = masters.get_red_lock(lock_name)
+            call = asyncio.create_task(red.try_lock(lease_time=30))
+            if i % 2:
+                for _ in range(rng.randint(0, 4)):
+                    await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(rng.uniform(0, 0.001))
+            call.cancel()
+            try:
+                taken = await call
+            except asyncio.CancelledError:
+                taken = False
+            if taken:  # done before the cancel came: held by the task's owner, not ours
+                for raw in raws:
+                    raw.delete(lock_name)
+        deadline = time.monotonic() + 10
+        while any(lock_fields(five, n) != [0] * 5 for n in names):
+            assert time.monotonic() < deadline, "an abandoned sub-lock was not given back"
+            await asyncio.sleep(0.05)
+    finally:
+        await masters.shutdown()
+        for raw in raws:
+            raw.close()

@@ -44,7 +44,8 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SINGLE_KINDS = (
-    "rlock", "fair", "rw", "fenced", "spin", "semaphore", "pexpirable", "multilock", *BROKEN
+    "rlock", "rlock-async", "fair", "rw", "fenced", "spin", "semaphore", "pexpirable",
+    "multilock", *BROKEN,
 )  # fmt: skip
 PERMITS = {"semaphore": 2, "pexpirable": 2}
 # Threads and resources per primitive, so that a 30-minute run reaches 100,000 sections of
@@ -54,7 +55,7 @@ EXTRA_THREADS = {"multilock": 1, "sentinel": 3, "semaphore": 0, "pexpirable": -1
 THREE = ["r0", "r1", "r2"]
 RESOURCES = {
     "multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE,
-    "spin": THREE,
+    "spin": THREE, "rlock-async": THREE,
 }  # fmt: skip
 OPTIONS: dict[str, Any] = {
     "lock_watchdog_timeout": 2.0,

@@ -14,6 +14,7 @@ since the grant); if so it does not write (``abort``).
 
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import json
 import os
@@ -26,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import syncprims
+import syncprims.asyncio
 from tests.chaos.store import Store
 
 __all__ = ["BROKEN", "KINDS", "main"]
 
 KINDS = (
     "rlock",
+    "rlock-async",
     "fair",
     "rw",
     "fenced",
@@ -359,6 +362,103 @@ def _loop(
         history.write("rel_done", sid=sid, outcome=outcome)
 
 
+ASYNC_TASKS = 32  # tasks per rlock-async process, on one client's shared connection
+
+
+async def _async_main(spec: dict[str, Any], store: Store, history: History, losses: Losses) -> int:
+    """The ``rlock-async`` kind: ``ASYNC_TASKS`` asyncio tasks of one process loop on RLocks
+    of one ``syncprims.asyncio`` client, whose commands all ride on its shared connection
+    (issue 28): a proxy reset or black hole hits every one of them at once. The section is
+    the blocking workers' (the store's calls block the loop for their round trip)."""
+    kind, wait, stop_at = "rlock-async", float(spec["wait"]), float(spec["stop_at"])
+    options: dict[str, Any] = dict(spec["options"])
+    client: Any = None
+    while client is None:
+        try:
+            client = await syncprims.asyncio.connect(spec["urls"][0], **options)
+        except syncprims.SyncPrimsError as error:
+            history.write("connect_err", err=_error(error))
+            if time.monotonic() > stop_at:
+                history.write("exit")
+                return 0
+            await asyncio.sleep(0.2)
+    history.write("start", kind=kind, op_timeout=client.operation_timeout)
+
+    def name(res: str) -> str:
+        return f"chaos:{spec['run']}:{kind}:{res}"
+
+    async def run(task: int) -> None:
+        rng = random.Random(f"{spec['seed']}:{spec['index']}:{task}")
+        locks = {
+            res: client.get_lock(name(res), on_lost=losses.callback(name(res), res))
+            for res in spec["resources"]
+        }
+        serial = 0
+        while time.monotonic() < stop_at:
+            res = rng.choice(spec["resources"])
+            lock = locks[res]
+            t_req = time.monotonic()
+            history.write("req", t=t_req, kind=kind, res=res, th=task, wait=wait)
+            try:
+                held = await lock.try_lock(wait_time=wait)
+            except Exception as error:
+                history.write(
+                    "acq_err", t=time.monotonic(), t_req=t_req, res=res, wait=wait,
+                    err=_error(error),
+                )  # fmt: skip
+                for _ in range(3):
+                    try:
+                        if not await lock.is_held_by_current_thread():
+                            break
+                        await lock.unlock()
+                    except Exception as cleanup_error:
+                        history.write("cleanup_err", res=res, err=_error(cleanup_error))
+                        break
+                await asyncio.sleep(0.05)
+                continue
+            t = time.monotonic()
+            if not held:
+                history.write("deny", t=t, t_req=t_req, res=res, wait=wait)
+                continue
+            serial += 1
+            sid = f"{history.pid}-{task}-{serial}"
+            history.write(
+                "grant", t=t, t_req=t_req, sid=sid, kind=kind, res=res, role="w", token=0,
+                wait=wait,
+            )  # fmt: skip
+            hold = rng.uniform(0.7, 1.0) if rng.random() < 0.01 else rng.uniform(0.0, 0.002)
+            read = store.read(kind, res)
+            await asyncio.sleep(hold)
+            if lock.is_lost or losses.since(res, t):
+                history.write("abort", sid=sid)
+            else:
+                found, accepted = store.commit(kind, res, sid, read, 0)
+                history.write("commit", sid=sid, read=read, cur=found, accepted=accepted)
+            history.write("rel", sid=sid)
+            try:
+                await lock.unlock()
+                outcome = "ok"
+            except syncprims.LockNotHeldError:
+                outcome = "notheld"
+            except Exception as error:
+                outcome = "error:" + _error(error)
+            history.write("rel_done", sid=sid, outcome=outcome)
+
+    async def guarded(task: int) -> None:
+        try:
+            await run(task)
+        except BaseException as error:  # a worker bug: record it, the checker flags it
+            history.write("crash", th=task, err=repr(error))
+            raise
+        history.write("thread_done", th=task)
+
+    await asyncio.gather(*(guarded(i) for i in range(ASYNC_TASKS)), return_exceptions=True)
+    await client.shutdown()
+    store.close()
+    history.write("exit")
+    return 0
+
+
 def _park(store: Store, kind: str, who: str, stop_at: float) -> None:
     """Hold nothing while the runner re-seeds ``kind``'s permits (the gate is closed)."""
     store.park(kind, who, True)
@@ -378,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     losses = Losses(history)
     store = Store(spec["store"])
+    if spec["kind"] == "rlock-async":
+        return asyncio.run(_async_main(spec, store, history, losses))
     clients: Clients | None = None
     while clients is None:  # the servers may be faulted right now
         try:
