@@ -749,8 +749,22 @@ class LockCore(ExpirableCore):
 
     def _give_back_later(self, member: str) -> None:
         """Release, in the background, the grant to ``member`` if no attempt claimed it
-        (its waiter stopped waiting first); called by the grant channel's rule."""
-        self._ex.background(lambda: self._give_back(member))
+        (its waiter stopped waiting first); called by the grant channel's rule. Counted as
+        a release in flight from now on, so that shutdown lets it finish."""
+        ex = self._ex
+        ex.release_started()
+
+        async def give_back() -> None:
+            try:
+                await self._give_back(member)
+            finally:
+                ex.release_ended()
+
+        try:
+            ex.background(give_back)
+        except BaseException:
+            ex.release_ended()
+            raise
 
     async def _give_back(self, member: str) -> None:
         field = member.split("|", 3)[3]
@@ -1180,6 +1194,7 @@ class LockCore(ExpirableCore):
         token = object()
         if one_wake:
             self._local_waiters.setdefault(waiting_key, set()).add(token)
+        self._ex.release_started()  # a wait may be granted the lock: shutdown lets it end
         try:
             if grant is not None:
                 acquired = await self._wait_for_grant(attempt, wait, grant, first, started)
@@ -1201,6 +1216,7 @@ class LockCore(ExpirableCore):
                     tokens.discard(token)
                     if not tokens:
                         self._local_waiters.pop(waiting_key, None)
+            self._ex.release_ended()
         if acquired:
             self.count_hold(owner, 1)
         probe.finish("acquired" if acquired else "timeout")

@@ -188,6 +188,7 @@ class MultiLockCore:
                     await waiting[0].wait(waiting[1], min([pause, *hints]))
                 else:
                     await ex.sleep(pause)
+                ex.refuse_if_closing(self.context("waiting for"))  # shutdown woke it
         finally:
             if waiting is not None:
                 waiting[0].unsubscribe(waiting[1])

@@ -56,20 +56,28 @@ def waiters(ex: Executor, name: str) -> int:
 
 @contextlib.contextmanager
 def waiting(ex: Executor, name: str | None) -> Iterator[None]:
-    """Count the caller among ``name``'s waiters (for ``statistics()``) while in the block."""
-    if name is None:
-        yield
-        return
-    with _WAITERS_MUTEX:
-        _WAITERS.setdefault(ex, Counter())[name] += 1
+    """Count the caller among ``name``'s waiters (for ``statistics()``) while in the block,
+    and as work that shutdown lets finish (``Executor.release_started``): a wait that ends
+    must leave its registration and give back a grant made meanwhile, which needs the
+    connections shutdown would close. Shutdown wakes every waiter; the loop then raises
+    ``ClientClosedError`` (``Executor.refuse_if_closing``) and gives up cleanly."""
+    ex.release_started()
     try:
-        yield
-    finally:
+        if name is None:
+            yield
+            return
         with _WAITERS_MUTEX:
-            counts = _WAITERS[ex]
-            counts[name] -= 1
-            if counts[name] <= 0:
-                del counts[name]
+            _WAITERS.setdefault(ex, Counter())[name] += 1
+        try:
+            yield
+        finally:
+            with _WAITERS_MUTEX:
+                counts = _WAITERS[ex]
+                counts[name] -= 1
+                if counts[name] <= 0:
+                    del counts[name]
+    finally:
+        ex.release_ended()
 
 
 async def acquire_loop(
@@ -191,6 +199,7 @@ async def acquire_loop(
                     await block(sub, pause)
                 else:
                     await ex.wait(sub, pause)
+                ex.refuse_if_closing(f"waiting on {channel!r}")  # shutdown woke it
         except BaseException:
             await _give_up(on_give_up, quietly=True)
             raise
@@ -301,6 +310,7 @@ async def poll_loop(
             if remaining <= 0:
                 return False
             await ex.sleep(min(delay, remaining))
+            ex.refuse_if_closing("polling")
             if await attempt_or_outage() is None:
                 return True
     return False

@@ -477,6 +477,7 @@ class AsyncExecutor(ExecutorBase):
             return
         self.closed = True  # no new acquisition from here (refuse_if_closing)
         bind_loop(self.event_loop)
+        self._wake_waiters()  # each re-checks, sees the client closing, gives up cleanly
         deadline = self.monotonic() + self.bounds.operation_timeout
         # Releases in flight finish first (counted by a plain counter: a release may run on
         # another loop or thread of the process; polled, there is no event to await).
@@ -499,6 +500,12 @@ class AsyncExecutor(ExecutorBase):
         for server in self._servers():
             await server.release_idle()
         await aclose_source(self.source)
+
+    def _wake_waiters(self) -> None:
+        """Wake every waiter of the client (shutdown: they raise ``ClientClosedError``)."""
+        pubsub = self.pubsub
+        for driver in pubsub.drivers() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
+            driver.table.wake_everyone()
 
     def after_fork(self) -> None:
         super().after_fork()

@@ -360,6 +360,7 @@ class SyncExecutor(ExecutorBase):
         if self.closed:
             return
         self.closed = True  # no new acquisition from here (refuse_if_closing)
+        self._wake_waiters()  # each re-checks, sees the client closing, gives up cleanly
         deadline = self.monotonic() + self.bounds.operation_timeout
         while not self.releases_done(deadline):  # releases in flight finish first
             time.sleep(0.002)
@@ -378,6 +379,12 @@ class SyncExecutor(ExecutorBase):
     async def aclose(self) -> None:
         """:meth:`close`, awaitable (the core's shape)."""
         self.close()
+
+    def _wake_waiters(self) -> None:
+        """Wake every waiter of the client (shutdown: they raise ``ClientClosedError``)."""
+        pubsub = self.pubsub
+        for driver in pubsub.drivers() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
+            driver.table.wake_everyone()
 
     def after_fork(self) -> None:
         super().after_fork()

@@ -382,7 +382,9 @@ class Client:
 
         Releases in flight (an ``unlock()``, a permit given back, in other tasks or
         threads) finish first, for up to the operation timeout (``timeout`` times the
-        attempts, plus back-off); no acquisition starts meanwhile (``ClientClosedError``).
+        attempts, plus back-off); no acquisition starts meanwhile, and waiting callers are
+        woken and raise ``ClientClosedError`` once they have left the wait cleanly (a lock
+        granted to one of them meanwhile is given back).
         Locks still held then stop being renewed and expire by their lease; later calls on
         this client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
         [`connect`][syncprims.connect] stays open and usable: its owner closes it. A client

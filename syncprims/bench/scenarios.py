@@ -105,12 +105,13 @@ def _key(prefix: str) -> str:
 
 def _pairs_per_second(
     acquire: Callable[[], None], release: Callable[[], None], seconds: float
-) -> float:
+) -> tuple[float, float]:
+    """Pairs per second, and the process's CPU per pair in microseconds."""
     for _ in range(200):  # warm up: connections, script cache
         acquire()
         release()
     count = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     deadline = start + seconds
     while True:
         for _ in range(50):
@@ -119,20 +120,21 @@ def _pairs_per_second(
         count += 50
         now = time.perf_counter()
         if now >= deadline:
-            return count / (now - start)
+            return count / (now - start), (time.process_time() - cpu) / count * 1e6
 
 
-def _async_pairs_per_second(url: str, seconds: float) -> float:
+def _async_pairs_per_second(url: str, seconds: float) -> tuple[float, float]:
+    """:func:`_pairs_per_second` for the asyncio face."""
     import syncprims.asyncio
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         client = await syncprims.asyncio.connect(url)
         lock = client.get_lock(_key("async"))
         for _ in range(200):
             await lock.lock()
             await lock.unlock()
         count = 0
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         deadline = start + seconds
         while True:
             for _ in range(50):
@@ -141,8 +143,9 @@ def _async_pairs_per_second(url: str, seconds: float) -> float:
             count += 50
             now = time.perf_counter()
             if now >= deadline:
+                used = (time.process_time() - cpu) / count * 1e6
                 await client.shutdown()
-                return count / (now - start)
+                return count / (now - start), used
 
     return asyncio.run(main())
 
@@ -160,25 +163,29 @@ UNCONTENDED = [
 
 
 def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenarios 1 and 7: acquire+release pairs per second from one thread, no contention."""
+    """Scenarios 1 and 7: acquire+release pairs per second from one thread, no contention,
+    and the process's CPU per pair (us; the client's own cost, beside the raw floor's)."""
     peers = ["syncprims", "syncprims (asyncio)"]
     peers += _present([p for p in UNCONTENDED if p not in peers], progress)
     runs: dict[str, list[float]] = {p: [] for p in peers}
+    cpus: dict[str, list[float]] = {p: [] for p in peers}
     for repeat in range(settings.repeats):
         for peer in peers:
             if peer == "syncprims (asyncio)":
-                rate = _async_pairs_per_second(urls[0], settings.seconds)
+                rate, cpu = _async_pairs_per_second(urls[0], settings.seconds)
             else:
                 session = open_peer(peer, urls)
                 lock = session.lock(_key("u"))
-                rate = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
+                rate, cpu = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
                 session.close()
             runs[peer].append(rate)
+            cpus[peer].append(cpu)
             progress(
                 f"  uncontended  run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                f"{rate:>9,.0f} pairs/s"
+                f"{rate:>9,.0f} pairs/s  {cpu:6.1f} us CPU/pair"
             )
-    return [Row("uncontended", p, "pairs/s", "1/s", tuple(v)) for p, v in runs.items()]
+    rows = [Row("uncontended", p, "pairs/s", "1/s", tuple(v)) for p, v in runs.items()]
+    return rows + [Row("uncontended", p, "CPU per pair", "us", tuple(v)) for p, v in cpus.items()]
 
 
 # -- 2: handoff latency between two processes ----------------------------------------------------
