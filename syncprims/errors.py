@@ -146,9 +146,18 @@ class RedisTimeoutError(TransportError, redis.exceptions.TimeoutError, TimeoutEr
 class ServerReplyError(SyncPrimsError):
     """Redis answered with an error reply (a script error, an ACL refusal, ...).
 
-    The message starts with Redis's error code where redis-py had turned it into a class
-    (``NOPERM ...``); the redis-py exception is chained as ``__cause__``.
+    Attributes:
+        code: Redis's error code, the reply's first word (``"NOPERM"``, ``"NOSCRIPT"``,
+            ``"UNBLOCKED"``, ``"WRONGPASS"``, ``"ERR"``, ...), also where redis-py turned
+            it into an exception class and dropped it from the message; ``""`` when the
+            reply had none. Compare this, not the message text.
+
+    The redis-py exception is chained as ``__cause__``.
     """
+
+    def __init__(self, message: str, *, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class AuthenticationError(ServerReplyError):

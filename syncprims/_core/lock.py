@@ -336,7 +336,7 @@ class LockCore(ExpirableCore):
         """After a ``NOPERM`` on a one-wake script: fall back for this client (logged once);
         ``True`` when the call should be made again with Redisson's script. ``tried``:
         whether the failed call was a one-wake script (default: whether it would be now)."""
-        if not (self._own_keys() if tried is None else tried) or "NOPERM" not in str(error):
+        if not (self._own_keys() if tried is None else tried) or error.code != "NOPERM":
             return False
         if self._ex.client_id in self._one_wake_refused:
             return True  # another call of this client found it first
@@ -1005,7 +1005,7 @@ class LockCore(ExpirableCore):
         ex = self._ex
         if isinstance(reply, SyncPrimsError):
             await self._unlock_field(field, lease)
-            if isinstance(reply, ServerReplyError) and "UNBLOCKED" in str(reply):
+            if isinstance(reply, ServerReplyError) and reply.code == "UNBLOCKED":
                 raise TransportError(
                     f"{self.context('acquiring')}: the master became a replica while its "
                     f"WAIT ran ({reply}); the acquisition was undone",

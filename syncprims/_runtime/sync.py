@@ -308,7 +308,7 @@ class SyncExecutor(ExecutorBase):
                 hold=True,
             )
         except SyncPrimsError as error:  # no pop (Redis unreachable): the latch instead
-            refused = isinstance(error, ServerReplyError) and "NOPERM" in str(error)
+            refused = isinstance(error, ServerReplyError) and error.code == "NOPERM"
             if refused and not self._pops_refused:
                 self._pops_refused = True  # grants come as messages from now on
                 log.warning(

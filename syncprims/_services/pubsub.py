@@ -65,6 +65,7 @@ from syncprims._transport.connections import (
     read_message,
     readable,
 )
+from syncprims._transport.errors import error_code
 from syncprims.errors import ClientClosedError, ServerReplyError
 
 __all__ = [
@@ -304,7 +305,8 @@ class SubscriptionTable:
         if sub is not None:
             sub.error = ServerReplyError(
                 f"Redis refused to subscribe to {channel!r} (check the user's ACL channel "
-                f"patterns): {error}"
+                f"patterns): {error}",
+                code=error_code(error),
             )
             sub.error.__cause__ = error
             sub.ready.set()

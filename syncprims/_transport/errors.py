@@ -22,7 +22,7 @@ from syncprims.errors import (
     TransportError,
 )
 
-__all__ = ["ClusterRedirectError", "key_slot", "pack", "redirection", "translate"]
+__all__ = ["ClusterRedirectError", "error_code", "key_slot", "pack", "redirection", "translate"]
 
 _hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
 try:
@@ -102,6 +102,21 @@ def redirection(error: BaseException, context: str) -> ClusterRedirectError | No
     return None
 
 
+def error_code(error: BaseException) -> str:
+    """Redis's error code of a client library's error reply: the class's (redis-py drops
+    the code of the replies it maps to a class: ``NOPERM``, ``NOSCRIPT``, ``READONLY``,
+    ...), else the message's first word when it is one (upper case)."""
+    for code, kinds in (
+        ("NOPERM", ERRORS.no_permission),
+        ("NOSCRIPT", ERRORS.no_script),
+        ("READONLY", ERRORS.read_only),
+    ):
+        if isinstance(error, kinds):
+            return code
+    first = str(error).split(" ", 1)[0]
+    return first if first.isupper() and first.isalpha() else ""
+
+
 def translate(
     error: BaseException, *, context: str, address: str, timeout: float, sent: bool
 ) -> SyncPrimsError:
@@ -133,7 +148,8 @@ def translate(
     if isinstance(error, ERRORS.authentication):
         return AuthenticationError(
             f"Redis at {address} refused the credentials while {context}: {error} (check the "
-            "user name and password, and that the user is enabled)"
+            "user name and password, and that the user is enabled)",
+            code=error_code(error) or "WRONGPASS",
         )
     if isinstance(error, (*ERRORS.timeout, TimeoutError)):
         return RedisTimeoutError(
@@ -152,6 +168,7 @@ def translate(
             maybe_executed=sent,
         )
     if isinstance(error, ERRORS.response):
-        code = "NOPERM " if isinstance(error, ERRORS.no_permission) else ""
-        return ServerReplyError(f"Redis at {address} refused {context}: {code}{error}")
+        code = error_code(error)
+        shown = f"{code} {error}" if code and not str(error).startswith(code) else str(error)
+        return ServerReplyError(f"Redis at {address} refused {context}: {shown}", code=code)
     return SyncPrimsError(f"Redis client error while {context}: {error!r}")

@@ -16,6 +16,7 @@ import redis.exceptions
 import redis.sentinel
 
 import syncprims
+from syncprims._transport.errors import error_code
 from syncprims._transport.sources import redact
 
 __all__ = ["CHECK_TIMEOUT", "CommandError", "checked_redis", "default_url", "redact"]
@@ -67,11 +68,13 @@ def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
         client.ping()
     except BaseException as error:
         client.close()
-        if isinstance(error, redis.exceptions.AuthenticationError) or (
-            isinstance(error, redis.exceptions.ResponseError)
-            and str(error).startswith(("NOAUTH", "WRONGPASS", "NOPERM"))
+        code = error_code(error) if isinstance(error, redis.exceptions.ResponseError) else ""
+        if isinstance(error, redis.exceptions.AuthenticationError) or code in (
+            "NOAUTH",
+            "WRONGPASS",
+            "NOPERM",
         ):
-            if urlsplit(url).password is None and "NOPERM" not in str(error):
+            if urlsplit(url).password is None and code != "NOPERM":
                 raise CommandError(
                     f"Redis at {where} wants a password and the URL gives none "
                     "(redis://[user]:password@host:port)"
