@@ -11,9 +11,10 @@ import pytest
 import redis as redis_py
 
 from syncprims._embedded import RedisServer
-from syncprims.bench import run, targets
+from syncprims.bench import charts, run, targets
 from syncprims.bench.peers import open_peer
 from syncprims.bench.scale import _one as _scale_one
+from syncprims.bench.scale import _red_lock
 from syncprims.bench.scenarios import Row, Settings, contended, handoff, uncontended, watchdog_scale
 
 TINY = Settings(
@@ -41,6 +42,7 @@ def test_scenarios_produce_rows(redis_server: RedisServer) -> None:
     found = _rows_by_peer(rows)
     for peer in ("syncprims", "syncprims (asyncio)", "raw EVALSHA floor", "redis-py Lock"):
         assert found[(peer, "pairs/s")].median > 0
+        assert found[(peer, "CPU per pair")].median > 0  # us of the process's CPU
     rows = handoff(urls, TINY, lines.append)
     found = _rows_by_peer(rows)
     assert found[("syncprims", "p50")].median > 0
@@ -130,3 +132,23 @@ def test_the_scale_scenario_measures_each_peer(redis_server: RedisServer, peer: 
     assert result["errors"] == 0
     assert result["pairs"] > 0 and result["p99"] >= result["p50"] > 0
     assert result["connections"] >= 1
+
+
+@pytest.mark.parametrize("shared", [1, 0])
+def test_the_scale_scenarios_red_lock_part(five: list[RedisServer], shared: int) -> None:
+    result = asyncio.run(_red_lock([server.url for server in five], shared, 16, 0.3))
+    assert result["errors"] == 0 and result["pairs"] > 0
+
+
+def test_a_chart_per_scenario(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = [
+        Row("uncontended", "syncprims", "pairs/s", "1/s", (10.0, 12.0)),
+        Row("uncontended", "redis-py Lock", "pairs/s", "1/s", (8.0, 9.0)),
+        Row("scale distinct 1", "syncprims", "pairs/s", "pairs/s", (5.0,)),
+        Row("scale distinct 256", "syncprims", "pairs/s", "pairs/s", (50.0,)),
+        Row("scale distinct 256", "redis-py", "pairs/s", "pairs/s", (10.0,)),
+    ]
+    written = {path.name for path in charts(rows, tmp_path)}
+    assert {"chart.png", "chart-uncontended.png", "chart-scale.png"} <= written
+    assert all((tmp_path / name).stat().st_size > 0 for name in written)

@@ -150,7 +150,40 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
             "target": "contended: Jain fairness >= 0.9 (RLock)",
             **_bound(_find(rows, "contended", "syncprims", "Jain fairness"), 0.9, ">="),
         },
+        # Issue 28's (the shared connections).
+        _target("scale 256 tasks: pairs/s >= 3 x redis-py asyncio Lock",
+                _find(rows, "scale distinct 256", "syncprims", "pairs/s"),
+                _find(rows, "scale distinct 256", "redis-py", "pairs/s"), ">=", 3.0),
+        _target("scale 2,000 tasks: pairs/s >= 3 x redis-py asyncio Lock",
+                _find(rows, "scale distinct 2000", "syncprims", "pairs/s"),
+                _find(rows, "scale distinct 2000", "redis-py", "pairs/s"), ">=", 3.0),
+        _target("scale 256 tasks: pairs/s >= 2 x per-call pooled (before)",
+                _find(rows, "scale distinct 256", "syncprims", "pairs/s"),
+                _find(rows, "scale distinct 256", "syncprims-pooled", "pairs/s"), ">=", 2.0),
+        _target("scale 2,000 tasks: pairs/s >= 2 x per-call pooled (before)",
+                _find(rows, "scale distinct 2000", "syncprims", "pairs/s"),
+                _find(rows, "scale distinct 2000", "syncprims-pooled", "pairs/s"), ">=", 2.0),
+        _target("scale 1 task: pair p50 within 5 % of per-call pooled",
+                _find(rows, "scale distinct 1", "syncprims", "pair p50"),
+                _find(rows, "scale distinct 1", "syncprims-pooled", "pair p50"), "<=", 1.05),
+        _target("scale RedLock x5, 256 tasks: pairs/s >= 3 x per-call pooled (before)",
+                _find(rows, "scale redlock x5 256", "syncprims RedLock x5", "pairs/s"),
+                _find(rows, "scale redlock x5 256", "syncprims-pooled RedLock x5", "pairs/s"),
+                ">=", 3.0),
     ]  # fmt: skip
+    for layout in ("distinct", "hot"):
+        for tasks in (2000, 10_000):
+            failed = _find(rows, f"scale {layout} {tasks}", "syncprims", "failed calls")
+            held = _find(rows, f"scale {layout} {tasks}", "syncprims", "connections")
+            if failed is not None and held is not None:
+                out.append(
+                    {
+                        "target": f"scale {layout} {tasks:,} tasks: 0 failed calls, <= 4 "
+                        "connections for commands (+ pub/sub)",
+                        "holds": failed == 0 and held <= 5,
+                        "detail": f"{failed:.0f} failed, {held:.0f} connections",
+                    }
+                )
     overlaps = [r for r in rows if r.metric == "overlaps" and r.peer == "syncprims"]
     if overlaps:
         out.append(
@@ -210,6 +243,103 @@ def machine() -> dict[str, Any]:
         "syncprims": __version__,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+
+
+def charts(rows: list[Row], out_dir: Path) -> list[Path]:
+    """:func:`chart` of the main figures (``chart.png``), one bar chart per scenario
+    (``chart-<scenario>.png``: each metric a panel, the peers side by side), and for the
+    scale scenario lines over the number of tasks, one panel per metric and layout
+    (``chart-scale.png``). Empty without matplotlib."""
+    written: list[Path] = []
+    if chart(rows, out_dir / "chart.png"):
+        written.append(out_dir / "chart.png")
+    by_scenario: dict[str, list[Row]] = {}
+    for row in rows:
+        if not row.scenario.startswith("scale"):
+            by_scenario.setdefault(row.scenario, []).append(row)
+    for scenario, chosen in by_scenario.items():
+        path = out_dir / f"chart-{scenario.replace(' ', '-')}.png"
+        if _scenario_chart(chosen, path):
+            written.append(path)
+    if _scale_chart(rows, out_dir / "chart-scale.png"):
+        written.append(out_dir / "chart-scale.png")
+    return written
+
+
+def _scale_chart(rows: list[Row], path: Path) -> bool:
+    """Pairs/s, p99 and connections over the number of tasks, a line per peer."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    points: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    for row in rows:
+        parts = row.scenario.split(" ")
+        if len(parts) != 3 or parts[0] != "scale" or not parts[2].isdigit():
+            continue
+        key = (parts[1], row.metric, row.peer)
+        points.setdefault(key, []).append((int(parts[2]), row.median))
+    panels = [
+        (layout, metric)
+        for layout in ("distinct", "hot")
+        for metric in ("pairs/s", "pair p99", "connections")
+        if any(k[:2] == (layout, metric) for k in points)
+    ]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), squeeze=False)
+    for ax, (layout, metric) in zip(axes[:, 0], panels, strict=True):
+        for (lay, met, peer), series in sorted(points.items()):
+            if (lay, met) != (layout, metric):
+                continue
+            series.sort()
+            ax.plot([x for x, _ in series], [y for _, y in series], marker="o", label=peer)
+        ax.set_xscale("log")
+        if metric == "pair p99":
+            ax.set_yscale("log")
+        ax.set_title(f"scale, {layout} names: {metric} by tasks", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _scenario_chart(rows: list[Row], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    panels: list[tuple[str, str]] = []
+    for row in rows:
+        if (row.scenario, row.metric) not in panels:
+            panels.append((row.scenario, row.metric))
+    if not panels:
+        return False
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.4 * len(panels)), squeeze=False)
+    for ax, (scenario, metric) in zip(axes[:, 0], panels, strict=True):
+        chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
+        names = [r.peer for r in chosen]
+        medians = [r.median for r in chosen]
+        errors = [
+            [r.median - r.spread[0] for r in chosen],
+            [r.spread[1] - r.median for r in chosen],
+        ]
+        colors = ["tab:blue" if n.startswith("syncprims") else "tab:gray" for n in names]
+        ax.barh(names, medians, xerr=errors, color=colors)
+        unit = chosen[0].unit if chosen else ""
+        ax.set_title(f"{scenario}: {metric} ({unit})", fontsize=9)
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
 
 
 def chart(rows: list[Row], path: Path) -> bool:
@@ -289,11 +419,11 @@ def run(
     text = table(rows)
     verdicts = "\n".join(f"- {_verdict(t['holds'])}: {t['target']} ({t['detail']})" for t in goals)
     (out_dir / "table.md").write_text(f"{text}\n\nTargets:\n\n{verdicts}\n", "utf-8")
-    drew = chart(rows, out_dir / "chart.png")
+    drawn = charts(rows, out_dir)
     print(f"\n{text}\n\nTargets:\n{verdicts}\n", file=stream)
     print(
         f"wrote {out_dir / 'results.json'}, {out_dir / 'table.md'}"
-        + (f", {out_dir / 'chart.png'}" if drew else " (no chart: matplotlib is not installed)")
+        + (f" and {len(drawn)} charts" if drawn else " (no chart: matplotlib is not installed)")
         + f" in {result['seconds']:.0f} s",
         file=stream,
     )
@@ -318,7 +448,7 @@ def main(args: Any) -> int:
         if embedded and isinstance(embedded[0], FakeServer):
             print("note: fakeredis is far slower than Redis: these figures say little")
         print(f"syncprims bench on {servers}; scenarios: {', '.join(scenarios)}", flush=True)
-        if "redlock" in scenarios:  # it needs 5 independent masters
+        if "redlock" in scenarios or "scale" in scenarios:  # 5 independent masters
             extra = [start_embedded() for _ in range(5 - len(urls))]
             embedded += extra
             urls = urls + [server.url for server in extra]

@@ -14,6 +14,9 @@ client name), and the calls that failed. Peers:
 * ``script-pair``: a plain ``redis.asyncio`` ``Script`` acquire + release pair (Redisson's
   scripts, no waiting): the floor of one round trip each through redis-py's client.
 
+With five servers (``syncprims bench`` starts them), a RedLock on all five under 256 tasks,
+on the shared connections and on per-call pooled ones (``shared_connections=0``), 3 runs.
+
 Speed is reported, never asserted (``docs/benchmarks.md``).
 """
 
@@ -132,8 +135,40 @@ async def _one(url: str, peer: str, tasks: int, hot: bool, seconds: float) -> di
     }
 
 
+async def _red_lock(urls: list[str], shared: int, tasks: int, seconds: float) -> dict[str, Any]:
+    """A RedLock on the 5 masters ``urls`` under ``tasks`` tasks on names of their own, each
+    looping ``lock()`` -> 1 ms -> ``unlock()``: pairs/s and failed calls."""
+    apps = [redis.asyncio.Redis.from_url(url) for url in urls]
+    masters = await syncprims.asyncio.connect_many(apps, shared_connections=shared)
+    prefix = f"syncprims-bench-scale-red-{uuid.uuid4().hex[:8]}"
+    pairs = errors = 0
+    stop = time.monotonic() + seconds
+
+    async def worker(i: int) -> None:
+        nonlocal pairs, errors
+        lock = masters.get_red_lock(f"{prefix}:{i}")
+        while time.monotonic() < stop:
+            try:
+                await lock.lock(lease_time=10)
+                await asyncio.sleep(0.001)
+                await lock.unlock()
+            except Exception:
+                errors += 1
+                continue
+            pairs += 1
+
+    began = time.monotonic()
+    await asyncio.gather(*(worker(i) for i in range(tasks)))
+    elapsed = time.monotonic() - began
+    await masters.shutdown()
+    for app in apps:
+        await app.aclose()
+    return {"pairs": pairs / elapsed, "errors": float(errors)}
+
+
 def scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenario 9 (see the module docstring)."""
+    """Scenario 9 (see the module docstring); with 5 servers also a RedLock on all five
+    under 256 tasks, on the shared connections and per-call pooled ones (before)."""
     sizes = (1, 256, 2000) if settings.quick else (1, 16, 256, 2000, 10_000)
     seconds = 2.0 if settings.quick else 5.0
     peers = ("syncprims", "syncprims-pooled", "redis-py", "script-pair")
@@ -159,4 +194,30 @@ def scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
                     Row(scenario, peer, "connections", "count", (result["connections"],)),
                     Row(scenario, peer, "failed calls", "count", (result["errors"],)),
                 ]
-    return rows
+    if len(urls) >= 5:
+        repeats = 2 if settings.quick else 3
+        for repeat in range(repeats):
+            for peer, shared in (("syncprims RedLock x5", 1), ("syncprims-pooled RedLock x5", 0)):
+                result = asyncio.run(_red_lock(urls[:5], shared, 256, seconds))
+                progress(
+                    f"  scale        redlock x5 run {repeat + 1}/{repeats}  256 tasks "
+                    f"{peer:28s} {result['pairs']:9,.0f} pairs/s  errors {result['errors']:.0f}"
+                )
+                rows += [
+                    Row("scale redlock x5 256", peer, "pairs/s", "pairs/s", (result["pairs"],)),
+                    Row("scale redlock x5 256", peer, "failed calls", "count", (result["errors"],)),
+                ]
+    return _merged(rows)
+
+
+def _merged(rows: list[Row]) -> list[Row]:
+    """Rows of one scenario, peer and metric measured in several runs, as one row."""
+    merged: dict[tuple[str, str, str], Row] = {}
+    for row in rows:
+        key = (row.scenario, row.peer, row.metric)
+        if key in merged:
+            old = merged[key]
+            merged[key] = Row(old.scenario, old.peer, old.metric, old.unit, old.runs + row.runs)
+        else:
+            merged[key] = row
+    return list(merged.values())

@@ -103,14 +103,17 @@ def test_lock_durations(drv: Driver, kind: str, data: st.DataObject) -> None:
                 if lease is None
                 else lease_to_ms(lease)
             )
-            if result is False and lease_ms < LATE_GRANT_MS:
+            if result in (False, None) and lease_ms < LATE_GRANT_MS and method != "lock":
                 # A grant whose reply came after its lease ran out is not taken
                 # (docs/guarantees.md): a lease of a few ms can end within one round trip on
                 # a busy machine (found in CI: a 1 ms lease, a reply 1 ms late). Nothing is
                 # held then.
                 assert await call(lock.get_hold_count) == holds
                 return
-            if method.endswith("_token"):
+            if method.endswith("_token") and lease_ms < LATE_GRANT_MS:
+                # a late grant was not taken and its token spent; a later grant's is higher
+                assert isinstance(result, int) and result > token
+            elif method.endswith("_token"):
                 assert result == token + 1
             else:
                 assert result is (None if method == "lock" else True)
