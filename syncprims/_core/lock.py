@@ -173,6 +173,20 @@ GRANT_MIN_LEASE_MS = 2 * ONE_WAKE_SLICE_MS  # shorter leases are not granted (_G
 GRANTED = -3  # an acquire reply: a release granted this wait the lock, and the attempt claimed it
 
 
+def _max_hold(lease_time: object, max_hold: object) -> float:
+    """A ``max_hold`` argument in seconds (it bounds the watchdog: no ``lease_time``).
+
+    Raises:
+        TypeError, ValueError: not a positive duration, or given with a ``lease_time``.
+    """
+    if lease_time is not None:
+        raise ValueError(
+            "max_hold bounds the watchdog's renewals: pass it with lease_time=None (a lease "
+            "time is never renewed, so it is its own bound)"
+        )
+    return lease_ms(max_hold, "max_hold") / 1000
+
+
 class _GrantWait:
     """One owner's wait that a release may hand the lock to (the one-hop grant,
     ``lock_unlock_one.lua``; docs/design.md, "The one-hop grant"). A FairLock's waits are
@@ -373,6 +387,7 @@ class LockCore(ExpirableCore):
         self._lost: dict[str, LossReason] = {}  # owner field -> why its hold was lost
         self._held_since: dict[str, float] = {}  # owner field -> first hold (monotonic s)
         self._expires: dict[str, float] = {}  # owner field -> when its explicit lease ends
+        self._caps: dict[str, float] = {}  # owner field -> its max_hold, seconds (try_lock)
         self._listeners: dict[str, list[Callable[[LossReason], None]]] = {}
 
     def field(self, owner: int) -> str:
@@ -1056,8 +1071,14 @@ class LockCore(ExpirableCore):
         self._lost.pop(field, None)
         if watchdog:
             self._expires.pop(field, None)
+            cap = self._caps.get(field) if self._caps else None
             self._ex.watchdog.register(
-                self.name, field, self._watchdog_lost, kind=self.renewal, since=start
+                self.name,
+                field,
+                self._watchdog_lost,
+                kind=self.renewal,
+                since=start,
+                until=None if cap is None else start + cap - drift(cap),
             )
         else:
             self._expires[field] = start + lease / 1000 - drift(lease / 1000)
@@ -1131,7 +1152,9 @@ class LockCore(ExpirableCore):
             owner=field,
         )
 
-    async def try_lock(self, owner: int, wait_time: object, lease_time: object) -> bool:
+    async def try_lock(
+        self, owner: int, wait_time: object, lease_time: object, max_hold: object = None
+    ) -> bool:
         """Acquire within ``wait_time`` seconds (``None``/0: one attempt; ``math.inf``: forever).
 
         Raises:
@@ -1140,9 +1163,15 @@ class LockCore(ExpirableCore):
         """
         wait = wait_seconds(wait_time)
         lease, watchdog = self._lease(lease_time)
+        cap = None if max_hold is None else _max_hold(lease_time, max_hold)
         self._ex.refuse_if_closing(self.context("acquiring"))
         self.fresh_field(owner)
         field = self.field(owner)
+        if cap is not None:  # the watchdog renews it up to max_hold after the grant
+            lease = min(lease, max(1, round(cap * 1000)))
+            self._caps[field] = cap
+        elif self._caps:
+            self._caps.pop(field, None)
         probe = _observe.AcquireProbe(self.kind, self.name, wait)
         first: int | None = None  # the reply of a plain first attempt (see below)
         started: float | None = None  # and when it was sent: the wait counts from then
@@ -1222,9 +1251,9 @@ class LockCore(ExpirableCore):
         probe.finish("acquired" if acquired else "timeout")
         return acquired
 
-    async def lock(self, owner: int, lease_time: object) -> None:
+    async def lock(self, owner: int, lease_time: object, max_hold: object = None) -> None:
         """Acquire, waiting as long as it takes. Raises as :meth:`try_lock`."""
-        await self.try_lock(owner, math.inf, lease_time)
+        await self.try_lock(owner, math.inf, lease_time, max_hold)
 
     async def acquire(self, owner: int, blocking: object, timeout: object) -> bool:
         """The ``threading.Lock.acquire(blocking, timeout)`` protocol.

@@ -180,8 +180,10 @@ class RenewalRegistry(Protocol):
         *,
         kind: RenewalKind,
         since: float | None = None,
+        until: float | None = None,
     ) -> None:
-        """Keep ``name`` alive while ``field`` holds it (once per watchdog acquire)."""
+        """Keep ``name`` alive while ``field`` holds it (once per watchdog acquire);
+        ``until``: renew up to then (``max_hold``), then report it lost."""
 
     def cancel(self, name: str, field: str) -> None:
         """Undo one ``register``."""

@@ -24,3 +24,7 @@ class LossReason(enum.StrEnum):
 
     LEASE_EXPIRED = "its lease ran out"
     """A hold taken with an explicit ``lease_time`` outlived it (leases are never renewed)."""
+
+    MAX_HOLD = "it reached its max_hold"
+    """A hold taken with ``max_hold`` was renewed by the watchdog until then, and no longer:
+    its last renewal set the lease to end at ``max_hold`` after the grant."""

@@ -69,12 +69,14 @@ class _Renewal:
     __slots__ = (
         "count",
         "field",
+        "final",
         "kind",
         "name",
         "on_lost",
         "registered",
         "renewed",
         "unanswered",
+        "until",
     )
 
     def __init__(self, name: str, field: str, now: float, kind: RenewalKind) -> None:
@@ -84,6 +86,10 @@ class _Renewal:
         self.count = 1
         self.registered = now
         self.renewed = now  # when the lease was last set (acquire or renewal)
+        # max_hold: renewed until then (time.monotonic()), and no longer; ``final`` once a
+        # lease set (the acquire's, or a last renewal's) ends at ``until``.
+        self.until: float | None = None
+        self.final = False
         self.on_lost: list[HoldLostCallback] = []
         # Renewal calls collected for this hold whose reply was not read (one that failed
         # stays counted: a copy of it may still run).
@@ -136,20 +142,27 @@ class Watchdog:
         *,
         kind: RenewalKind,
         since: float | None = None,
+        until: float | None = None,
     ) -> None:
         """Keep ``name`` alive while ``field`` holds it; call once per watchdog acquire.
 
         ``since`` (``time.monotonic()`` seconds) is when the acquiring call was sent: the
-        lease is counted from it, so that it never ends later here than in Redis.
+        lease is counted from it, so that it never ends later here than in Redis. ``until``
+        (``max_hold``, ``time.monotonic()`` seconds): renew up to then and no longer; the
+        last renewal sets the lease to end then, and the hold is reported lost
+        (``LossReason.MAX_HOLD``) at that moment. A reentrant hold keeps the earliest.
         """
         with self._mutex:
             renewal = self._renewals.get((name, field))
             if renewal is None:
                 renewal = _Renewal(name, field, time.monotonic() if since is None else since, kind)
+                renewal.until = until
                 self._renewals[(name, field)] = renewal
                 self._new.append(renewal)
             else:
                 renewal.count += 1
+                if until is not None and (renewal.until is None or until < renewal.until):
+                    renewal.until = until
             if on_lost is not None:
                 renewal.on_lost.append(on_lost)
             start = not self._ticking
@@ -199,7 +212,10 @@ class Watchdog:
         (:func:`~syncprims._protocol.timing.drift`)."""
         with self._mutex:
             renewal = self._renewals.get((name, field))
-            return None if renewal is None else renewal.renewed + self._valid
+            if renewal is None:
+                return None
+            end = renewal.renewed + self._valid
+            return end if renewal.until is None else min(end, renewal.until)
 
     def __len__(self) -> int:
         return len(self._renewals)
@@ -232,27 +248,49 @@ class Watchdog:
             if not self._renewals and not fresh and not len(self._wheel):
                 self._ticking = False
                 return
+        lease_ms = round(self._lease * 1000)
         for renewal in fresh:
-            self._wheel.add(renewal, renewal.registered + self._period)
+            until = renewal.until
+            if until is not None and until <= renewal.registered + self._lease:
+                renewal.final = True  # the acquire's lease already ends at max_hold
+                self._wheel.add(renewal, until)
+            else:
+                self._wheel.add(renewal, renewal.registered + self._period)
         due = self._wheel.advance(now)
+        capped: list[_Renewal] = []
         if due:
-            # One script call per kind and slot (a cluster script touches one slot only).
-            by_kind: dict[tuple[str, int], list[_Renewal]] = {}
+            # One script call per kind, slot (a cluster script touches one slot only) and
+            # lease (a last renewal before max_hold sets a shorter one).
+            by_kind: dict[tuple[str, int, int], list[_Renewal]] = {}
             with self._mutex:
                 for renewal in due:
-                    if self._active(renewal):
-                        key = (renewal.kind.name, self._slot_of(renewal.name))
-                        by_kind.setdefault(key, []).append(renewal)
-                        renewal.unanswered += 1  # before it can be sent: see cancel()
-            for batch in by_kind.values():
+                    if not self._active(renewal):
+                        continue
+                    lease = lease_ms
+                    until = renewal.until
+                    if until is not None:
+                        if renewal.final or until - now <= 0.001:
+                            capped.append(renewal)
+                            continue
+                        if now + self._lease >= until:  # the last renewal: up to max_hold
+                            lease = max(1, int((until - now) * 1000))
+                            renewal.final = True
+                    key = (renewal.kind.name, self._slot_of(renewal.name), lease)
+                    by_kind.setdefault(key, []).append(renewal)
+                    renewal.unanswered += 1  # before it can be sent: see cancel()
+            for (_, _, lease), batch in by_kind.items():
                 for start in range(0, len(batch), self._batch_size):
-                    self._services.spawn(self._renew(batch[start : start + self._batch_size]))
+                    self._services.spawn(
+                        self._renew(batch[start : start + self._batch_size], lease)
+                    )
+        for renewal in capped:
+            self._lose(renewal, LossReason.MAX_HOLD)
         self._schedule()
 
-    async def _renew(self, batch: list[_Renewal]) -> None:
+    async def _renew(self, batch: list[_Renewal], lease_ms: int) -> None:
         started = time.monotonic()
         kind = batch[0].kind
-        keys, args = kind.command(round(self._lease * 1000), [(r.name, r.field) for r in batch])
+        keys, args = kind.command(lease_ms, [(r.name, r.field) for r in batch])
         # Should no reply come before the first lease of the batch runs out, report the loss
         # then (at the lease's end here, which is no later than in Redis), not when the call
         # finally fails.
@@ -282,7 +320,10 @@ class Watchdog:
             if result == 1:
                 renewal.renewed = started
                 renewed += 1
-                self._wheel.add(renewal, started + self._period)
+                if renewal.final and renewal.until is not None:
+                    self._wheel.add(renewal, renewal.until)  # then: reported, not renewed
+                else:
+                    self._wheel.add(renewal, started + self._period)
             else:
                 self._lose(renewal, LossReason.NOT_HELD)
         self.renewed += renewed
@@ -299,6 +340,7 @@ class Watchdog:
             error,
         )
         for renewal in batch:
+            renewal.final = False  # a failed last renewal before max_hold: try it again
             left = renewal.renewed + self._valid - now
             if left <= 0:
                 self._lose(renewal, LossReason.RENEWAL_FAILED, f" ({error})")

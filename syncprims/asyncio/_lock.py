@@ -58,22 +58,36 @@ class RLock(RExpirable):
 
     _core: LockCore
 
-    async def lock(self, lease_time: Duration | None = None) -> None:
+    async def lock(
+        self, lease_time: Duration | None = None, *, max_hold: Duration | None = None
+    ) -> None:
         """Acquire the lock, waiting as long as it takes.
 
         Args:
             lease_time: seconds (> 0) or ``timedelta`` after which the lock expires by itself;
                 ``None`` (default) to have the watchdog renew it until
                 [`unlock`][syncprims.asyncio.RLock.unlock].
+            max_hold: with the watchdog (``lease_time=None``), the longest the hold may
+                last, seconds or ``timedelta``: renewed as usual, but the last renewal sets
+                the lease to end ``max_hold`` after the grant, and then the holder is told
+                through ``on_lost`` (reason ``LossReason.MAX_HOLD``; ``is_lost`` turns
+                true). A reentrant acquire keeps the earliest bound. ``None`` (default):
+                renewed until unlocked. (pottery's and python-redis-lock's users' "renew,
+                but never hold longer than T".)
 
         Raises:
-            TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
+            TypeError, ValueError: a bad ``lease_time`` or ``max_hold``, or both given
+                (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        await self._core.lock(_owner(), lease_time)
+        await self._core.lock(_owner(), lease_time, max_hold)
 
     async def try_lock(
-        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+        self,
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+        *,
+        max_hold: Duration | None = None,
     ) -> bool:
         """Acquire the lock if it can be done within ``wait_time``.
 
@@ -81,6 +95,7 @@ class RLock(RExpirable):
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
             lease_time: as in [`lock`][syncprims.asyncio.RLock.lock].
+            max_hold: as in [`lock`][syncprims.asyncio.RLock.lock].
 
         Returns:
             ``True`` if the lock is now held by the current task.
@@ -89,7 +104,7 @@ class RLock(RExpirable):
             TypeError, ValueError: a bad duration (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        return await self._core.try_lock(_owner(), wait_time, lease_time)
+        return await self._core.try_lock(_owner(), wait_time, lease_time, max_hold)
 
     async def unlock(self) -> None:
         """Release one hold; the last one deletes the lock and wakes a waiter.
