@@ -55,6 +55,7 @@ class ConnectOptions(TypedDict, total=False):
     shared_connections: int
     pool_share: int
     lock_grant_direct_limit: int
+    lock_synced_aof: tuple[int, int] | None
 
 
 def _seconds(value: Duration) -> float:
@@ -91,6 +92,32 @@ def _non_negative_int(instance: object, attribute: attrs.Attribute[int], value: 
         raise TypeError(f"{attribute.name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+def _aof(
+    instance: object,
+    attribute: attrs.Attribute[tuple[int, int] | None],
+    value: tuple[int, int] | None,
+) -> None:
+    raw: object = value
+    if raw is None:
+        return
+    if not isinstance(raw, tuple) or len(raw) != 2:
+        raise TypeError(f"{attribute.name} must be None or (numlocal, numreplicas), got {raw!r}")
+    local, replicas = raw
+    for what, one in (("numlocal", local), ("numreplicas", replicas)):
+        if isinstance(one, bool) or not isinstance(one, int):
+            raise TypeError(f"{attribute.name}: {what} must be an int, not {type(one).__name__}")
+    if local not in (0, 1):
+        raise ValueError(f"{attribute.name}: numlocal must be 0 or 1, got {local!r}")
+    if replicas < 0 or (local == 0 and replicas == 0):
+        raise ValueError(
+            f"{attribute.name}: numreplicas must be >= 0, and one of the two above 0, got {raw!r}"
+        )
+
+
+def _aof_pair(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _replicas(
@@ -222,6 +249,17 @@ class Config:
             pub/sub subscription keep connections of their own. Default 1; 0: every command
             takes a connection from the client's pool for its round trip.
             The blocking face always does the latter.
+        lock_synced_aof: ``(numlocal, numreplicas)``: after each lock acquisition, wait
+            (``WAITAOF``, sent in the same write as the acquire: one round trip) until the
+            master (``numlocal`` 1) and ``numreplicas`` replicas have written it to their
+            append-only file and fsynced it, within ``replica_sync_timeout``; otherwise the
+            acquisition is undone and ``ReplicaSyncError`` raised (Redisson's
+            ``syncStrategy``/``WAITAOF``). It takes the place of ``WAIT``: the replicas
+            waited for are the larger of ``numreplicas`` and ``lock_synced_replicas``. Needs
+            Redis 7.2+ or Valkey 7.2+ and ``appendonly yes`` for ``numlocal`` 1; a server
+            that refuses ``WAITAOF`` makes the acquisition fail with a
+            ``ServerReplyError`` that says so (undone first). Default ``None``: no fsync
+            is waited for. A grant (the one-hop handoff) is not made under it.
         pool_share: in the blocking face, the most connections of the client's pool
             syncprims holds at once per server (in a call, or kept between calls), and never
             more than a quarter of the pool's ``max_connections`` (at least one): the rest
@@ -259,6 +297,9 @@ class Config:
     )
     shared_connections: int = attrs.field(default=1, validator=_non_negative_int)
     pool_share: int = attrs.field(default=8, validator=_positive_int)
+    lock_synced_aof: tuple[int, int] | None = attrs.field(
+        default=None, converter=_aof_pair, validator=_aof
+    )
     lock_grant_direct_limit: int = attrs.field(default=16, validator=_non_negative_int)
 
     @classmethod

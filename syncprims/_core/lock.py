@@ -649,6 +649,8 @@ class LockCore(ExpirableCore):
             return False
         if not self._ex.config.lock_grant_handoff:
             return False
+        if self._ex.config.lock_synced_aof is not None:
+            return False  # a grant skips WAITAOF
         return await self._replicas_required() == 0  # a grant skips WAIT
 
     def _take_grant(self, grant: _GrantWait) -> float | None:
@@ -954,15 +956,21 @@ class LockCore(ExpirableCore):
             return self.on_abandoned_attempt(field, wait, late)
 
         acknowledged: Any = None
-        if required:
+        aof = ex.config.lock_synced_aof
+        if required or aof is not None:
             sync_timeout = ex.config.replica_sync_timeout
+            then: tuple[str | int, ...] = (
+                ("WAIT", required, round(sync_timeout * 1000))
+                if aof is None
+                else ("WAITAOF", aof[0], max(aof[1], required), round(sync_timeout * 1000))
+            )
             reply, acknowledged = await with_retry(
                 ex,
                 lambda: ex.eval_then(
                     call.script,
                     call.keys,
                     call.args,
-                    ("WAIT", required, round(sync_timeout * 1000)),
+                    then,
                     then_timeout=sync_timeout,
                     context=context,
                     on_orphan=orphan,
@@ -1000,7 +1008,7 @@ class LockCore(ExpirableCore):
             sent = floor  # the grant came after the last attempt that found none
         if await self._gave_back_late(field, lease, sent, grant):
             return 0
-        if required:
+        if required or aof is not None:
             await self._check_replicas(field, lease, required, acknowledged)
         self.acquired(field, lease, watchdog, reply, since=sent)
         return None
@@ -1018,6 +1026,7 @@ class LockCore(ExpirableCore):
         became a replica (``UNBLOCKED``, a failover) is raised, once undone, as a
         ``TransportError`` that did not run: the wait goes on, against the new master."""
         ex = self._ex
+        aof = ex.config.lock_synced_aof
         if isinstance(reply, SyncPrimsError):
             await self._unlock_field(field, lease)
             if isinstance(reply, ServerReplyError) and reply.code == "UNBLOCKED":
@@ -1026,7 +1035,17 @@ class LockCore(ExpirableCore):
                     f"WAIT ran ({reply}); the acquisition was undone",
                     maybe_executed=False,
                 ) from reply
+            if isinstance(reply, ServerReplyError) and aof is not None:
+                raise ServerReplyError(
+                    f"{self.context('acquiring')}: the server refused WAITAOF "
+                    f"(lock_synced_aof={aof!r} needs Redis 7.2+ or Valkey 7.2+, and "
+                    f"appendonly yes for numlocal 1); the acquisition was undone: {reply}",
+                    code=reply.code,
+                ) from reply
             raise reply
+        if aof is not None:
+            await self._check_aof(field, lease, aof, max(aof[1], required), reply)
+            return
         acknowledged = int(reply)
         if ex.config.lock_synced_replicas == "auto" and acknowledged != required:
             # A replica joined (counted at once) or left (counted only after a hold down:
@@ -1041,6 +1060,25 @@ class LockCore(ExpirableCore):
             name=self.name,
             acknowledged=acknowledged,
             required=required,
+        )
+
+    async def _check_aof(
+        self, field: str, lease: int, aof: tuple[int, int], replicas: int, reply: Any
+    ) -> None:
+        """Judge the ``WAITAOF`` reply (``[local fsynced, replicas fsynced]``); undo the
+        acquisition and raise ``ReplicaSyncError`` if fewer fsynced it than required."""
+        local, acknowledged = int(reply[0]), int(reply[1])
+        if local >= aof[0] and acknowledged >= replicas:
+            return
+        await self._unlock_field(field, lease)
+        raise ReplicaSyncError(
+            f"{self.kind} {self.name!r} was fsynced by {local} of {aof[0]} local and "
+            f"{acknowledged} of {replicas} replica append-only files within "
+            f"{self._ex.config.replica_sync_timeout:g} s (lock_synced_aof); the acquisition "
+            "was undone",
+            name=self.name,
+            acknowledged=acknowledged,
+            required=replicas,
         )
 
     def reply_ttl(self, reply: Any) -> int | None:

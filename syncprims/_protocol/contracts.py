@@ -222,6 +222,10 @@ class Settings(Protocol):
         for every replica the master has."""
 
     @property
+    def lock_synced_aof(self) -> tuple[int, int] | None:
+        """``(numlocal, numreplicas)`` an acquisition's ``WAITAOF`` waits for, or ``None``."""
+
+    @property
     def replica_sync_timeout(self) -> float:
         """Seconds that ``WAIT`` may take."""
 
