@@ -18,7 +18,7 @@ with syncprims.connect(r) as client:
 
 import logging
 
-from syncprims import errors
+from syncprims import errors, fencing
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
@@ -99,5 +99,6 @@ __all__ = [
     "connect",
     "connect_many",
     "errors",
+    "fencing",
     "redis_from_url",
 ]

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "_runtime": 4,
     "asyncio": 5,
     "_sync": 5,
+    "fencing": 5,  # public: the storage side of fencing, on the application's own client
     "__init__": 6,  # the blocking face's public namespace
     "metrics": 6,  # public: turns the _observe hooks into OpenTelemetry instruments
     "bench": 7,
