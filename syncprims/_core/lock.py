@@ -441,6 +441,15 @@ class LockCore(ExpirableCore):
             self.field(owner),
         )
 
+    def _taint(self, field: str) -> None:
+        """An acquire of ``field`` may have run and its reply is still to come: when it
+        comes, ``on_abandoned_attempt`` undoes it by unlocking ``field``. The owner's next
+        hold takes a new field (:meth:`fresh_field`), or that undo would release it (found
+        by the chaos campaign's asyncio kind: a task re-acquired after its attempt timed
+        out on a black-holed shared connection, and the late reply's undo freed the new
+        hold: two tasks held the lock)."""
+        self._tainted.add((self.name, field))
+
     def settle_release(self, field: str, reply: Any, latch: str, *, unknown: bool) -> None:
         """Book-keeping after a release call: ``reply`` (its reply, the error it ended with,
         or ``PENDING`` while a fan-out finishes it in the background); ``unknown``: a copy of
@@ -957,34 +966,42 @@ class LockCore(ExpirableCore):
 
         acknowledged: Any = None
         aof = ex.config.lock_synced_aof
-        if required or aof is not None:
-            sync_timeout = ex.config.replica_sync_timeout
-            then: tuple[str | int, ...] = (
-                ("WAIT", required, round(sync_timeout * 1000))
-                if aof is None
-                else ("WAITAOF", aof[0], max(aof[1], required), round(sync_timeout * 1000))
-            )
-            reply, acknowledged = await with_retry(
-                ex,
-                lambda: ex.eval_then(
-                    call.script,
-                    call.keys,
-                    call.args,
-                    then,
-                    then_timeout=sync_timeout,
-                    context=context,
-                    on_orphan=orphan,
-                ),
-                idempotent=False,
-            )
-        else:
-            reply = await with_retry(
-                ex,
-                lambda: ex.eval(
-                    call.script, call.keys, call.args, context=context, on_orphan=orphan
-                ),
-                idempotent=False,
-            )
+        try:
+            if required or aof is not None:
+                sync_timeout = ex.config.replica_sync_timeout
+                then: tuple[str | int, ...] = (
+                    ("WAIT", required, round(sync_timeout * 1000))
+                    if aof is None
+                    else ("WAITAOF", aof[0], max(aof[1], required), round(sync_timeout * 1000))
+                )
+                reply, acknowledged = await with_retry(
+                    ex,
+                    lambda: ex.eval_then(
+                        call.script,
+                        call.keys,
+                        call.args,
+                        then,
+                        then_timeout=sync_timeout,
+                        context=context,
+                        on_orphan=orphan,
+                    ),
+                    idempotent=False,
+                )
+            else:
+                reply = await with_retry(
+                    ex,
+                    lambda: ex.eval(
+                        call.script, call.keys, call.args, context=context, on_orphan=orphan
+                    ),
+                    idempotent=False,
+                )
+        except TransportError as error:
+            if error.maybe_executed:
+                self._taint(field)
+            raise
+        except BaseException:  # cancelled in flight
+            self._taint(field)
+            raise
         if grant is not None and isinstance(reply, list):  # waits, registered (see the script)
             with _GRANT_MUTEX:
                 unused = fresh

@@ -26,6 +26,7 @@ class FaultProxy:
         self.target_port = target_port
         self.port = free_port()
         self.latency = 0.0
+        self.reply_latency = 0.0  # delay replies only (the command runs at once)
         self.blackhole = False
         self.drop_replies = 0  # drop this many reply chunks, then forward again
         self.hold_requests = 0  # keep back this many request chunks (deliver_held sends them)
@@ -92,6 +93,8 @@ class FaultProxy:
                 continue
             if self.latency:
                 await asyncio.sleep(self.latency)
+            if replies and self.reply_latency:
+                await asyncio.sleep(self.reply_latency)
             if replies and self.blackhole:
                 continue  # the command ran; its reply is lost
             if replies and self.drop_replies > 0:

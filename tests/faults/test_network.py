@@ -288,3 +288,35 @@ def test_redlock_grants_that_come_after_the_lease_are_not_taken(
             p.close()
         for server in others:
             server.stop()
+
+
+async def test_a_late_acquire_reply_never_frees_the_owners_next_hold(
+    proxy: FaultProxy, raw: redis.Redis, name: str
+) -> None:
+    """Found by the chaos campaign's asyncio kind: an acquire runs, its reply is late, the
+    caller times out (``maybe_executed``), cleans up (``unlock()`` of what it may hold) and
+    takes the lock again; the late reply then reaches the shared connection's reader, whose
+    undo (``on_abandoned_attempt``) unlocked the owner's field, which was now the *new*
+    hold: another task got the lock while this one held it. The next hold takes a new field
+    since, so the undo finds nothing of its own to release."""
+    client = await aio.connect(proxy.url, **{**FAST, "retry_attempts": 0})
+    try:
+        lock = client.get_lock(name)
+        assert await lock.try_lock(lease_time=30)  # the shared connection is open, the
+        await lock.unlock()  # scripts are loaded (a NOSCRIPT would not have run)
+        proxy.reply_latency = 0.8  # the acquire runs; its reply comes after the timeout
+        with pytest.raises(syncprims.RedisTimeoutError) as info:
+            await lock.try_lock(lease_time=30)
+        assert info.value.maybe_executed
+        proxy.reply_latency = 0.0
+        assert raw.hlen(name) == 1  # it ran
+        assert await lock.is_held_by_current_thread()
+        await lock.unlock()  # the careful caller's cleanup
+        assert await lock.try_lock(lease_time=30)  # taken again
+        await asyncio.sleep(1.2)  # the late reply came and was undone meanwhile
+        assert raw.hlen(name) == 1, "the late reply's undo released the new hold"
+        assert await lock.is_held_by_current_thread()
+        await lock.unlock()
+        assert raw.exists(name) == 0
+    finally:
+        await client.shutdown()
