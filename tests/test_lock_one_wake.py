@@ -391,5 +391,5 @@ async def test_a_registered_waiter_notices_a_plain_delete_within_its_slice(
     deleted = time.monotonic()
     raw.delete(name)  # no message: a misbehaving client's release
     assert await within(10, waiting)
-    assert time.monotonic() - deleted < ONE_WAKE_SLICE_MS / 1000 + 1.0
+    assert time.monotonic() - deleted < ONE_WAKE_SLICE_MS / 1000 + 2.0  # not 60 s
     await waiter(client.get_lock(name).unlock)

@@ -40,7 +40,7 @@ async def test_a_max_hold_under_the_watchdog_timeout_is_the_lease(
     assert await asyncio.get_running_loop().run_in_executor(None, reported.wait, 5)
     told = time.monotonic() - started
     assert reports == [LossReason.MAX_HOLD]
-    assert told <= 0.8 + 0.5
+    assert told <= 0.8 + 1.5  # bounded (a loaded CI machine ticks late), not a speed test
     assert await a(lambda: lock.is_lost)
     await asyncio.sleep(0.1)
     assert raw.exists(name) == 0  # gone in Redis by then: never held past max_hold
@@ -60,7 +60,7 @@ async def test_a_max_hold_past_renewals_renews_then_stops(
     assert await asyncio.get_running_loop().run_in_executor(None, reported.wait, 5)
     told = time.monotonic() - started
     assert reports == [LossReason.MAX_HOLD]
-    assert 1.6 <= told <= 2.6
+    assert 1.6 <= told <= 2.0 + 1.5
     ttl = raw.pttl(name)
     assert ttl < 0 or ttl <= 200  # its last lease ends at max_hold: no renewal after it
     await asyncio.sleep(0.4)
