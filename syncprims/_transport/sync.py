@@ -204,6 +204,7 @@ class SyncServer:
                 self._pid = _Process.pid
                 self._pooled = 0
                 self._idle.clear()
+                self._held.clear()  # dropped, not closed: their sockets are the parent's
             if self._pooled < self.share:
                 self._pooled += 1
                 return True
