@@ -37,7 +37,7 @@ import syncprims
 from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
 from tests.chaos import checker, store
 from tests.chaos.nemesis import CLASSES, Nemesis, Setup, plan
-from tests.chaos.workers import BROKEN, KINDS
+from tests.chaos.workers import BROKEN, KINDS, OPT_IN
 from tests.faults.proxy import FaultProxy
 
 __all__ = ["main"]
@@ -519,7 +519,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="length of the load")
     parser.add_argument(
-        "--kinds", default=",".join(KINDS), help=f"primitives, comma-separated ({','.join(KINDS)})"
+        "--kinds",
+        default=",".join(k for k in KINDS if k not in OPT_IN),
+        help=f"primitives, comma-separated ({','.join(KINDS)}; opt-in: {','.join(OPT_IN)})",
     )
     parser.add_argument("--seed", type=int, default=1, help="the nemesis's seed")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp one)")
