@@ -105,32 +105,18 @@ class MultiLockCore:
         for sub in self.locks:
             sub.fresh_field(owner)
         plans = [(sub, sub.field(owner), *sub._lease(lease_time)) for sub in self.locks]
-        tainted = False  # a sub-lock's attempt may still run: its next one takes a new field
         ex = self._ex
         deadline = ex.monotonic() + wait
         backoff = MIN_BACKOFF
         waiting: tuple[Executor, Subscription] | None = None
         try:
             while True:
-                if tainted:
-                    tainted = False
-                    for sub in self.locks:
-                        sub.fresh_field(owner)
-                    plans = [(sub, sub.field(owner), lease, dog) for sub, _, lease, dog in plans]
                 started = ex.monotonic()
                 own_keys = [sub.fan_out_own_keys() for sub, _, _, _ in plans]
                 replies = await ex.eval_many(
                     [sub.acquire_call(field, lease) for sub, field, lease, _ in plans],
                     self._settled(plans),
                 )
-                for (sub, field, _, _), reply in zip(plans, replies, strict=True):
-                    # A reply still to come (or lost) is undone by the call's on_orphan,
-                    # which unlocks that field: a later attempt must not reuse it.
-                    if reply is PENDING or (
-                        isinstance(reply, TransportError) and reply.maybe_executed
-                    ):
-                        sub._taint(field)
-                        tainted = True
                 elapsed = ex.monotonic() - started
                 ttls: list[object] = [
                     reply

@@ -2,7 +2,8 @@
 
 It runs an asyncio loop in a thread and forwards ``127.0.0.1:<port>`` to the target. Modes,
 switchable at any time: added latency (each chunk is delayed), a reply blackhole (bytes from
-Redis are dropped: the command runs, its reply never arrives), held requests (bytes to Redis
+Redis are dropped: the command runs, its reply never arrives, and neither does anything after
+it on that connection, as on a stalled TCP stream), held requests (bytes to Redis
 are kept back, as a partition behind the proxy keeps them in TCP's retransmission queue, and
 delivered late by :meth:`FaultProxy.deliver_held`, even for a client that has gone), and reset
 (every connection is closed at once).
@@ -79,6 +80,10 @@ class FaultProxy:
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, replies: bool
     ) -> None:
+        # Once a reply chunk was dropped, nothing more comes on this connection: TCP never
+        # delivers later bytes after lost ones, and a client reading later replies would
+        # pair them with the wrong commands (the multiplexed connection reads in order).
+        stalled = False
         while True:
             data = await reader.read(65536)
             if not data:
@@ -95,10 +100,12 @@ class FaultProxy:
                 await asyncio.sleep(self.latency)
             if replies and self.reply_latency:
                 await asyncio.sleep(self.reply_latency)
-            if replies and self.blackhole:
-                continue  # the command ran; its reply is lost
+            if replies and (stalled or self.blackhole):
+                stalled = True
+                continue  # the command ran; its reply is lost, and so is all that follows
             if replies and self.drop_replies > 0:
                 self.drop_replies -= 1
+                stalled = True
                 continue
             writer.write(data)
             await writer.drain()
