@@ -105,7 +105,8 @@ def fenced_set(
 async def afenced_set(
     client: Any, key: str, value: str | bytes | int | float, token: int, *, px: int | None = None
 ) -> bool:
-    """:func:`fenced_set` for an asyncio client (``redis.asyncio.Redis`` or cluster)."""
+    """[`fenced_set`][syncprims.fencing.fenced_set] for an asyncio client (``redis.asyncio.Redis``
+    or cluster)."""
     keys, args = _args(key, value, token, px)
     try:
         return bool(await client.evalsha(_SHA, 2, *keys, *args))
@@ -120,7 +121,7 @@ def get_fence(client: Any, key: str) -> int:
 
 
 async def aget_fence(client: Any, key: str) -> int:
-    """:func:`get_fence` for an asyncio client."""
+    """[`get_fence`][syncprims.fencing.get_fence] for an asyncio client."""
     value = await client.get(fence_key(key))
     return 0 if value is None else int(value)
 
