@@ -521,7 +521,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--kinds",
         default=",".join(k for k in KINDS if k not in OPT_IN),
-        help=f"primitives, comma-separated ({','.join(KINDS)}; opt-in: {','.join(OPT_IN)})",
+        help=(
+            f"primitives, comma-separated ({','.join(KINDS)}; opt-in: {','.join(OPT_IN) or 'none'})"
+        ),
     )
     parser.add_argument("--seed", type=int, default=1, help="the nemesis's seed")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temp one)")
