@@ -436,7 +436,7 @@ class LockCore(ExpirableCore):
             logging.INFO if tainted else logging.DEBUG,
             "%s: a %s of owner %s may still run; its next hold uses the field %s",
             self.context("acquiring"),
-            "release with an unknown outcome" if tainted else "renewal of its last hold",
+            "call with an unknown outcome" if tainted else "renewal of its last hold",
             owner,
             self.field(owner),
         )
@@ -998,6 +998,8 @@ class LockCore(ExpirableCore):
         except TransportError as error:
             if error.maybe_executed:
                 self._taint(field)
+            raise
+        except SyncPrimsError:  # Redis answered (an error reply): nothing comes later
             raise
         except BaseException:  # cancelled in flight
             self._taint(field)
