@@ -262,9 +262,10 @@ async def test_a_wait_ended_by_a_failover_is_undone_and_the_wait_goes_on(
         reply, then = await real(self, *args, **kwargs)
         thens.append(then)
         if len(thens) % 2 == 1:  # the 1st, 3rd...: as a failover would end it
-            then = syncprims.ServerReplyError(
+            then = syncprims.ServerReplyError(  # as the transport translates it
                 "UNBLOCKED force unblock from blocking operation, instance state changed "
-                "(master -> replica?)"
+                "(master -> replica?)",
+                code="UNBLOCKED",
             )
         return reply, then
 

@@ -166,7 +166,7 @@ class AsyncExecutor(ExecutorBase):
             if not isinstance(call.executor, AsyncExecutor):
                 raise TypeError("a fan-out mixes the sync and the asyncio face")
             executors.append(call.executor)
-        servers = _shared_servers(executors)
+        servers = _shared_servers(executors)  # a connection the server closed is not one
         if servers is not None:
             return await self._eval_many_shared(calls, executors, servers, enough)
         loop = asyncio.get_running_loop()

@@ -67,6 +67,7 @@ __all__ = [
     "amove_slot",
     "move_slot",
     "own_connection",
+    "at_eof",
     "still_owned",
     "pool_share",
     "node_pool",
@@ -282,6 +283,12 @@ async def aread(conn: Any, *, push_request: bool = True) -> Any:
         disconnect_on_error=False,
         push_request=push_request,
     )
+
+
+def at_eof(conn: Any) -> bool:
+    """Whether an asyncio connection's stream has seen the server close it (no syscall)."""
+    stream = getattr(conn, "_reader", None)
+    return stream is not None and bool(stream.at_eof())
 
 
 async def astale(conn: Any) -> bool:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from syncprims._protocol.contracts import Orphan
-from syncprims._transport.connections import ERRORS, aread, write_now
+from syncprims._transport.connections import ERRORS, aread, at_eof, write_now
 
 __all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot"]
 
@@ -142,9 +142,11 @@ class MuxConnection:
         return wire.conn
 
     def open_conn(self) -> Any:
-        """The connected connection, or ``None`` (none yet, or it closed: :meth:`ready`)."""
+        """The connected connection, or ``None`` (none yet, or it closed: :meth:`ready`). A
+        connection whose stream has seen the server close it (a restart) counts as closed
+        even before its reader has run to find out."""
         wire = self._wire
-        if wire is None or not wire.conn.is_connected:
+        if wire is None or not wire.conn.is_connected or at_eof(wire.conn):
             return None
         return wire.conn
 
