@@ -33,6 +33,7 @@ from syncprims._protocol.names import (
     lock_handoff_list_prefix,
     lock_waiters_name,
 )
+from syncprims._transport.connections import give, take
 from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, within
 from tests.test_lock_one_wake import _Entry, _registered
@@ -496,11 +497,11 @@ def test_a_direct_wait_holds_none_of_the_pools_connections(
         assert _sole_member(raw, name).startswith("b|")
         transport: Any = waiter._ex.transport
         while transport._idle:  # the kept connection of the attempt goes back...
-            source.release(transport._idle.pop())
+            give(source, transport._idle.pop())
             transport._pooled -= 1
-        taken = [source.get_connection() for _ in range(4)]  # ...and the whole pool is free
+        taken = [take(source) for _ in range(4)]  # ...and the whole pool is free
         for conn in taken:
-            source.release(conn)
+            give(source, conn)
         holder.get_lock(name).unlock()
         thread.join(10)
         assert result == [True]
