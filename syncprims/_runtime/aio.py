@@ -272,6 +272,21 @@ class AsyncExecutor(ExecutorBase):
             error = task.exception()
             settled(i, task.result() if error is None else error)
 
+        def per_call(i: int) -> None:
+            """Call ``i`` on the per-call path (it loads a script NOSCRIPT found missing)."""
+            call = calls[i]
+            task = loop.create_task(
+                executors[i].eval(
+                    call.call.script,
+                    call.call.keys,
+                    call.call.args,
+                    context=call.context,
+                    on_orphan=call.on_orphan,
+                )
+            )
+            retries[task] = i
+            task.add_done_callback(retried)
+
         def answered(i: int) -> Callable[[asyncio.Future[list[Any]]], None]:
             def done(future: asyncio.Future[list[Any]]) -> None:
                 entry = submitted[i]
@@ -288,18 +303,7 @@ class AsyncExecutor(ExecutorBase):
                     return
                 outcome = servers[i].slot_outcome(entry[1], calls[i].context)
                 if outcome is NOSCRIPT:
-                    call = calls[i]
-                    retry = loop.create_task(
-                        executors[i].eval(
-                            call.call.script,
-                            call.call.keys,
-                            call.call.args,
-                            context=call.context,
-                            on_orphan=call.on_orphan,
-                        )
-                    )
-                    retries[retry] = i
-                    retry.add_done_callback(retried)
+                    per_call(i)
                     return
                 settled(i, outcome)
 
@@ -310,17 +314,7 @@ class AsyncExecutor(ExecutorBase):
                 call.call.script, call.call.keys, call.call.args, call.on_orphan
             )
             if entry is None:  # cannot happen after _shared_servers; the per-call path then
-                entry_task = loop.create_task(
-                    executors[i].eval(
-                        call.call.script,
-                        call.call.keys,
-                        call.call.args,
-                        context=call.context,
-                        on_orphan=call.on_orphan,
-                    )
-                )
-                retries[entry_task] = i
-                entry_task.add_done_callback(retried)
+                per_call(i)
                 continue
             submitted[i] = entry
             entry[1].future.add_done_callback(answered(i))
