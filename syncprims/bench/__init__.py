@@ -266,14 +266,34 @@ def charts(rows: list[Row], out_dir: Path) -> list[Path]:
     return written
 
 
-def _scale_chart(rows: list[Row], path: Path) -> bool:
-    """Pairs/s, p99 and connections over the number of tasks, a line per peer."""
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, or ``None`` when matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def _bars(ax: Any, chosen: list[Row]) -> None:
+    """One bar per peer: the median, the runs' spread as error bars, syncprims in blue."""
+    names = [r.peer for r in chosen]
+    medians = [r.median for r in chosen]
+    errors = [
+        [r.median - r.spread[0] for r in chosen],
+        [r.spread[1] - r.median for r in chosen],
+    ]
+    colors = ["tab:blue" if n.startswith("syncprims") else "tab:gray" for n in names]
+    ax.barh(names, medians, xerr=errors, color=colors)
+
+
+def _scale_chart(rows: list[Row], path: Path) -> bool:
+    """Pairs/s, p99 and connections over the number of tasks, a line per peer."""
+    plt = _pyplot()
+    if plt is None:
         return False
     points: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
     for row in rows:
@@ -309,12 +329,8 @@ def _scale_chart(rows: list[Row], path: Path) -> bool:
 
 
 def _scenario_chart(rows: list[Row], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return False
     panels: list[tuple[str, str]] = []
     for row in rows:
@@ -325,14 +341,7 @@ def _scenario_chart(rows: list[Row], path: Path) -> bool:
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.4 * len(panels)), squeeze=False)
     for ax, (scenario, metric) in zip(axes[:, 0], panels, strict=True):
         chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
-        names = [r.peer for r in chosen]
-        medians = [r.median for r in chosen]
-        errors = [
-            [r.median - r.spread[0] for r in chosen],
-            [r.spread[1] - r.median for r in chosen],
-        ]
-        colors = ["tab:blue" if n.startswith("syncprims") else "tab:gray" for n in names]
-        ax.barh(names, medians, xerr=errors, color=colors)
+        _bars(ax, chosen)
         unit = chosen[0].unit if chosen else ""
         ax.set_title(f"{scenario}: {metric} ({unit})", fontsize=9)
         ax.invert_yaxis()
@@ -344,12 +353,8 @@ def _scenario_chart(rows: list[Row], path: Path) -> bool:
 
 def chart(rows: list[Row], path: Path) -> bool:
     """Draw the main figures into a PNG; ``False`` when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return False
     panels = [
         ("uncontended", "pairs/s", "uncontended acquire+release pairs/s (higher is better)"),
@@ -363,14 +368,7 @@ def chart(rows: list[Row], path: Path) -> bool:
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
     for ax, (scenario, metric, title) in zip(axes[:, 0], panels, strict=True):
         chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
-        names = [r.peer for r in chosen]
-        medians = [r.median for r in chosen]
-        errors = [
-            [r.median - r.spread[0] for r in chosen],
-            [r.spread[1] - r.median for r in chosen],
-        ]
-        colors = ["tab:blue" if n.startswith("syncprims") else "tab:gray" for n in names]
-        ax.barh(names, medians, xerr=errors, color=colors)
+        _bars(ax, chosen)
         if metric in ("p50", "p99"):
             ax.set_xscale("log")
         ax.set_title(title, fontsize=10)
