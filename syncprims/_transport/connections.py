@@ -62,7 +62,6 @@ __all__ = [
     "astale",
     "atake",
     "give",
-    "is_blocking_pool",
     "is_plain_pool",
     "amove_slot",
     "move_slot",
@@ -411,7 +410,6 @@ class _Pools:
 
     def __init__(self) -> None:
         self.plain: set[type] = set()  # ConnectionPool itself (no subclass): kept connections
-        self.blocking: tuple[type, ...] = ()  # BlockingConnectionPool: a size the app waits on
         self._added: set[str] = set()
 
     def add(self, library: ModuleType) -> None:
@@ -420,7 +418,6 @@ class _Pools:
         asyncio_face = sys.modules[f"{library.__name__}.asyncio"]
         for face in (library, asyncio_face):
             self.plain.add(face.ConnectionPool)
-            self.blocking += (face.BlockingConnectionPool,)
         self._added.add(library.__name__)
 
 
@@ -444,11 +441,6 @@ def pool_share(pool: object, most: int) -> int:
     if isinstance(size, int) and size > 0:
         return max(1, min(most, size // 4))
     return max(1, most)
-
-
-def is_blocking_pool(pool: object) -> bool:
-    """Whether ``pool`` is a ``BlockingConnectionPool`` (of either library)."""
-    return isinstance(pool, POOLS.blocking)
 
 
 def use_valkey() -> ModuleType:
