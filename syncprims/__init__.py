@@ -21,6 +21,7 @@ import logging
 from syncprims import errors, fencing  # noqa: F401 - ``syncprims.fencing`` (not in __all__:
 
 # it is for both faces, and syncprims.asyncio lists the same names)
+from syncprims._core.owners import OwnerId
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
@@ -75,6 +76,7 @@ __all__ = [
     "LatchStatistics",
     "LockStatistics",
     "LossReason",
+    "OwnerId",
     "LostCallback",
     "MasterSet",
     "MultiLock",

@@ -20,6 +20,7 @@ from syncprims._core.fair import FairLockCore
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
+from syncprims._core.owners import OwnerId, new_owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._core.spin import BackOff, SpinLockCore
@@ -138,6 +139,30 @@ class Client:
         ``lock()`` or ``try_lock(wait_time=...)``) is bounded by its wait time, each Redis
         call within it by this."""
         return self._ex.bounds.operation_timeout
+
+    def new_owner(self) -> OwnerId:
+        """A new explicit lock owner, for a hold taken in one task or thread and released in
+        another.
+
+        Pass it as ``owner=`` to the acquire and release methods of any lock kind
+        (``lock``, ``try_lock``, ``unlock``, ``acquire``, ``release``, ``get_hold_count``,
+        ``ensure_held``, ``statistics``; the fenced lock's token methods; MultiLock and
+        RedLock). Holds, the watchdog and ``on_lost`` then follow the owner, not the caller.
+        ``with lock:`` still uses the current thread. (Redisson's ``threadId``
+        overloads; redis-py's ``Lock`` token.)
+
+        Returns:
+            An [`OwnerId`][syncprims.OwnerId], unique in this process.
+
+        Example:
+            ```python
+            job = client.new_owner()
+            lock.lock(owner=job)                    # in the request handler
+            ...
+            lock.unlock(owner=job)                  # in the background task
+            ```
+        """
+        return new_owner()
 
     def get_lock(
         self,

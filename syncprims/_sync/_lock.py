@@ -9,7 +9,9 @@ from types import TracebackType
 from typing import Self
 
 from syncprims._core.lock import LockCore
+from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
@@ -57,7 +59,11 @@ class RLock(RExpirable):
     _core: LockCore
 
     def lock(
-        self, lease_time: Duration | None = None, *, max_hold: Duration | None = None
+        self,
+        lease_time: Duration | None = None,
+        *,
+        max_hold: Duration | None = None,
+        owner: OwnerId | None = None,
     ) -> None:
         """Acquire the lock, waiting as long as it takes.
 
@@ -72,13 +78,16 @@ class RLock(RExpirable):
                 true). A reentrant acquire keeps the earliest bound. ``None`` (default):
                 renewed until unlocked. (pottery's and python-redis-lock's users' "renew,
                 but never hold longer than T".)
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread: the hold may then be
+                released, renewed and checked from any thread or task that passes it.
 
         Raises:
-            TypeError, ValueError: a bad ``lease_time`` or ``max_hold``, or both given
-                (nothing is sent).
+            TypeError, ValueError: a bad ``lease_time``, ``max_hold`` or ``owner``, or both
+                durations given (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        _run(self._core.lock(_owner(), lease_time, max_hold))
+        _run(self._core.lock(_owner() if owner is None else _explicit(owner), lease_time, max_hold))
 
     def try_lock(
         self,
@@ -86,6 +95,7 @@ class RLock(RExpirable):
         lease_time: Duration | None = None,
         *,
         max_hold: Duration | None = None,
+        owner: OwnerId | None = None,
     ) -> bool:
         """Acquire the lock if it can be done within ``wait_time``.
 
@@ -94,18 +104,25 @@ class RLock(RExpirable):
                 attempt; ``math.inf`` to wait forever.
             lease_time: as in [`lock`][syncprims.RLock.lock].
             max_hold: as in [`lock`][syncprims.RLock.lock].
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Returns:
-            ``True`` if the lock is now held by the current thread.
+            ``True`` if the lock is now held by the current thread (or ``owner``).
 
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        return _run(self._core.try_lock(_owner(), wait_time, lease_time, max_hold))
+        return _run(self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time, max_hold
+        ))
 
-    def unlock(self) -> None:
+    def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release one hold; the last one deletes the lock and wakes a waiter.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Raises:
             LockNotHeldError: the current thread does not hold the lock (it never did, or the
@@ -113,7 +130,7 @@ class RLock(RExpirable):
             TransportError: Redis could not be reached after retries (the lock then expires
                 by its lease; renewal has stopped).
         """
-        _run(self._core.unlock(_owner()))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def force_unlock(self) -> bool:
         """Release the lock whoever holds it, and wake its waiters.
@@ -144,24 +161,33 @@ class RLock(RExpirable):
         """
         return _run(self._core.is_held_by(_owner()))
 
-    def is_held_by_thread(self, thread_id: int) -> bool:
+    def is_held_by_thread(self, thread_id: int | OwnerId) -> bool:
         """Whether the owner ``thread_id`` of this client holds the lock.
 
         Args:
-            thread_id: an owner id of this client (a thread ident in the sync face).
+            thread_id: an owner id of this client (a thread ident in the sync face), or an
+                [`OwnerId`][syncprims.OwnerId].
 
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
+        if isinstance(thread_id, OwnerId):
+            thread_id = thread_id.value
+        elif type(thread_id) is not int:
+            raise TypeError(f"thread_id must be an int or OwnerId, not {type(thread_id).__name__}")
         return _run(self._core.is_held_by(thread_id))
 
-    def get_hold_count(self) -> int:
+    def get_hold_count(self, *, owner: OwnerId | None = None) -> int:
         """How many times the current thread holds the lock (0 when it does not).
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
-        return _run(self._core.get_hold_count(_owner()))
+        return _run(self._core.get_hold_count(_owner() if owner is None else _explicit(owner)))
 
     @property
     def is_lost(self) -> bool:
@@ -174,8 +200,12 @@ class RLock(RExpirable):
         """
         return self._core.lost_reason(_owner()) is not None
 
-    def ensure_held(self) -> None:
+    def ensure_held(self, *, owner: OwnerId | None = None) -> None:
         """Check, with Redis, that the current thread still holds the lock.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Raises:
             LockLostError: the hold was lost (the watchdog saw it go, its lease ran out, or
@@ -183,14 +213,18 @@ class RLock(RExpirable):
             LockNotHeldError: the current thread never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        _run(self._core.ensure_held(_owner()))
+        _run(self._core.ensure_held(_owner() if owner is None else _explicit(owner)))
 
-    def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
+    def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
+    ) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 
         Args:
             blocking: ``False`` for a single attempt.
             timeout: seconds to wait when blocking; -1 (default) waits forever.
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Returns:
             ``True`` if the lock is now held.
@@ -200,16 +234,22 @@ class RLock(RExpirable):
                 than -1.
             TransportError: Redis could not be reached.
         """
-        return _run(self._core.acquire(_owner(), blocking, timeout))
+        return _run(self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        ))
 
-    def release(self) -> None:
+    def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as [`unlock`][syncprims.RLock.unlock].
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Raises:
             LockNotHeldError: the current thread does not hold the lock.
             TransportError: Redis could not be reached after retries.
         """
-        _run(self._core.unlock(_owner()))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as
@@ -238,8 +278,12 @@ class RLock(RExpirable):
     ) -> None:
         _run(self._core.unlock_on_exit(_owner()))
 
-    def statistics(self) -> LockStatistics:
+    def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Returns:
             A [`LockStatistics`][syncprims.LockStatistics] for the current thread (three reads,
@@ -248,4 +292,4 @@ class RLock(RExpirable):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
-        return _run(self._core.statistics(_owner()))
+        return _run(self._core.statistics(_owner() if owner is None else _explicit(owner)))

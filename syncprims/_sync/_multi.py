@@ -9,7 +9,9 @@ from types import TracebackType
 from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
+from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
@@ -67,21 +69,29 @@ class MultiLock:
         """The sub-locks."""
         return self._locks
 
-    def lock(self, lease_time: Duration | None = None) -> None:
+    def lock(
+        self, lease_time: Duration | None = None, *, owner: OwnerId | None = None
+    ) -> None:
         """Acquire, waiting as long as it takes.
 
         Args:
             lease_time: seconds or ``timedelta`` after which each sub-lock expires by itself;
                 ``None`` to have each sub-lock's watchdog renew it until
                 [`unlock`][syncprims.MultiLock.unlock].
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        _run(self._core.lock(_owner(), lease_time))
+        _run(self._core.lock(_owner() if owner is None else _explicit(owner), lease_time))
 
     def try_lock(
-        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+        self,
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+        *,
+        owner: OwnerId | None = None,
     ) -> bool:
         """Acquire if it can be done within ``wait_time``.
 
@@ -89,6 +99,8 @@ class MultiLock:
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
             lease_time: as in [`lock`][syncprims.MultiLock.lock].
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Returns:
             ``True`` if held now.
@@ -96,16 +108,22 @@ class MultiLock:
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
         """
-        return _run(self._core.try_lock(_owner(), wait_time, lease_time))
+        return _run(self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time
+        ))
 
-    def unlock(self) -> None:
+    def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release every sub-lock, in parallel.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current thread.
 
         Raises:
             LockNotHeldError: a sub-lock was not held (after releasing the others).
             TransportError: a server could not be reached (after retries).
         """
-        _run(self._core.unlock(_owner()))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def is_held_by_current_thread(self) -> bool:
         """Whether the current thread holds the required sub-locks.
@@ -119,29 +137,35 @@ class MultiLock:
         """Whether the required sub-locks are held, by anyone."""
         return _run(self._core.is_locked())
 
-    def validity_time(self) -> float | None:
+    def validity_time(self, *, owner: OwnerId | None = None) -> float | None:
         """Seconds left before the earliest sub-lock may expire, for a lock taken with a lease.
 
         Computed as the lease minus the time the acquire took minus a drift allowance
         (1% of the lease + 2 ms), counted from when the acquire started, on the monotonic
         clock: bound your work by it. ``None`` when the current thread holds no lease-bound
-        hold (watchdog leases are renewed; see the guarantees page).
+        hold (watchdog leases are renewed; see the guarantees page). ``owner``: an
+        explicit owner ([`OwnerId`][syncprims.OwnerId]) instead of the current thread.
         """
-        return self._core.validity_time(_owner())
+        return self._core.validity_time(_owner() if owner is None else _explicit(owner))
 
-    def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
-        """``threading.Lock``-style acquire, with the watchdog lease.
+    def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
+    ) -> bool:
+        """``threading.Lock``-style acquire, with the watchdog lease (``owner``: as in
+        [`lock`][syncprims.MultiLock.lock]).
 
         Raises:
             ValueError: a timeout with ``blocking=False``, or a negative timeout other
                 than -1.
         """
-        return _run(self._core.acquire(_owner(), blocking, timeout))
+        return _run(self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        ))
 
-    def release(self) -> None:
+    def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.MultiLock.unlock]."""
-        _run(self._core.unlock(_owner()))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as
@@ -170,8 +194,8 @@ class MultiLock:
     ) -> None:
         _run(self._core.unlock_on_exit(_owner()))
 
-    def statistics(self) -> tuple[LockStatistics, ...]:
-        """Each sub-lock's snapshot for the current thread, in the order given.
+    def statistics(self, *, owner: OwnerId | None = None) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for the current thread (or ``owner``), in the order given.
 
         Returns:
             One [`LockStatistics`][syncprims.LockStatistics] a sub-lock.
@@ -179,7 +203,7 @@ class MultiLock:
         Raises:
             TransportError: a Redis could not be reached (after retries).
         """
-        return _run(self._core.statistics(_owner()))
+        return _run(self._core.statistics(_owner() if owner is None else _explicit(owner)))
 
 
 @final

@@ -17,6 +17,7 @@ pub/sub reader and watchdog run on that loop, through the pool it was given.
 """
 
 from syncprims import errors
+from syncprims._core.owners import OwnerId
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
@@ -74,6 +75,7 @@ __all__ = [
     "LatchStatistics",
     "LockStatistics",
     "LossReason",
+    "OwnerId",
     "LostCallback",
     "MasterSet",
     "MultiLock",

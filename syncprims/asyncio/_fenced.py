@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.fenced import FencedLockCore
+from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._lock import RLock
 
@@ -34,26 +36,44 @@ class FencedLock(RLock):
 
     _core: FencedLockCore
 
-    async def lock_and_get_token(self, lease_time: Duration | None = None) -> int:
+    async def lock_and_get_token(
+        self, lease_time: Duration | None = None, *, owner: OwnerId | None = None
+    ) -> int:
         """Acquire, waiting as long as it takes, and return this acquisition's token.
 
         Args:
             lease_time: as in [`lock`][syncprims.asyncio.RLock.lock] (honoured, unlike Redisson's).
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        return await self._core.lock_and_get_token(_owner(), lease_time)
+        return await self._core.lock_and_get_token(
+            _owner() if owner is None else _explicit(owner), lease_time
+        )
 
     async def try_lock_and_get_token(
-        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+        self,
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+        *,
+        owner: OwnerId | None = None,
     ) -> int | None:
         """Acquire within ``wait_time`` (``None``: one attempt) and return the token.
+
+        Args:
+            wait_time: as in [`try_lock`][syncprims.asyncio.RLock.try_lock].
+            lease_time: as in [`lock`][syncprims.asyncio.RLock.lock].
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Returns:
             The token, or ``None`` when not acquired.
         """
-        return await self._core.try_lock_and_get_token(_owner(), wait_time, lease_time)
+        return await self._core.try_lock_and_get_token(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time
+        )
 
     async def get_token(self) -> int:
         """The latest token handed out by this lock (0 before any acquisition)."""

@@ -10,7 +10,9 @@ from types import TracebackType
 from typing import Self
 
 from syncprims._core.lock import LockCore
+from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
@@ -59,7 +61,11 @@ class RLock(RExpirable):
     _core: LockCore
 
     async def lock(
-        self, lease_time: Duration | None = None, *, max_hold: Duration | None = None
+        self,
+        lease_time: Duration | None = None,
+        *,
+        max_hold: Duration | None = None,
+        owner: OwnerId | None = None,
     ) -> None:
         """Acquire the lock, waiting as long as it takes.
 
@@ -74,13 +80,16 @@ class RLock(RExpirable):
                 true). A reentrant acquire keeps the earliest bound. ``None`` (default):
                 renewed until unlocked. (pottery's and python-redis-lock's users' "renew,
                 but never hold longer than T".)
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task: the hold may then be
+                released, renewed and checked from any thread or task that passes it.
 
         Raises:
-            TypeError, ValueError: a bad ``lease_time`` or ``max_hold``, or both given
-                (nothing is sent).
+            TypeError, ValueError: a bad ``lease_time``, ``max_hold`` or ``owner``, or both
+                durations given (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        await self._core.lock(_owner(), lease_time, max_hold)
+        await self._core.lock(_owner() if owner is None else _explicit(owner), lease_time, max_hold)
 
     async def try_lock(
         self,
@@ -88,6 +97,7 @@ class RLock(RExpirable):
         lease_time: Duration | None = None,
         *,
         max_hold: Duration | None = None,
+        owner: OwnerId | None = None,
     ) -> bool:
         """Acquire the lock if it can be done within ``wait_time``.
 
@@ -96,18 +106,25 @@ class RLock(RExpirable):
                 attempt; ``math.inf`` to wait forever.
             lease_time: as in [`lock`][syncprims.asyncio.RLock.lock].
             max_hold: as in [`lock`][syncprims.asyncio.RLock.lock].
+            owner: as in [`lock`][syncprims.asyncio.RLock.lock].
 
         Returns:
-            ``True`` if the lock is now held by the current task.
+            ``True`` if the lock is now held by the current task (or ``owner``).
 
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        return await self._core.try_lock(_owner(), wait_time, lease_time, max_hold)
+        return await self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time, max_hold
+        )
 
-    async def unlock(self) -> None:
+    async def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release one hold; the last one deletes the lock and wakes a waiter.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             LockNotHeldError: the current task does not hold the lock (it never did, or the
@@ -115,7 +132,7 @@ class RLock(RExpirable):
             TransportError: Redis could not be reached after retries (the lock then expires
                 by its lease; renewal has stopped).
         """
-        await self._core.unlock(_owner())
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def force_unlock(self) -> bool:
         """Release the lock whoever holds it, and wake its waiters.
@@ -146,24 +163,33 @@ class RLock(RExpirable):
         """
         return await self._core.is_held_by(_owner())
 
-    async def is_held_by_thread(self, thread_id: int) -> bool:
+    async def is_held_by_thread(self, thread_id: int | OwnerId) -> bool:
         """Whether the owner ``thread_id`` of this client holds the lock.
 
         Args:
-            thread_id: an owner id of this client (a thread ident in the sync face).
+            thread_id: an owner id of this client (a thread ident in the sync face), or an
+                [`OwnerId`][syncprims.OwnerId].
 
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
+        if isinstance(thread_id, OwnerId):
+            thread_id = thread_id.value
+        elif type(thread_id) is not int:
+            raise TypeError(f"thread_id must be an int or OwnerId, not {type(thread_id).__name__}")
         return await self._core.is_held_by(thread_id)
 
-    async def get_hold_count(self) -> int:
+    async def get_hold_count(self, *, owner: OwnerId | None = None) -> int:
         """How many times the current task holds the lock (0 when it does not).
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
-        return await self._core.get_hold_count(_owner())
+        return await self._core.get_hold_count(_owner() if owner is None else _explicit(owner))
 
     @property
     def is_lost(self) -> bool:
@@ -176,8 +202,12 @@ class RLock(RExpirable):
         """
         return self._core.lost_reason(_owner()) is not None
 
-    async def ensure_held(self) -> None:
+    async def ensure_held(self, *, owner: OwnerId | None = None) -> None:
         """Check, with Redis, that the current task still holds the lock.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             LockLostError: the hold was lost (the watchdog saw it go, its lease ran out, or
@@ -185,7 +215,7 @@ class RLock(RExpirable):
             LockNotHeldError: the current task never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        await self._core.ensure_held(_owner())
+        await self._core.ensure_held(_owner() if owner is None else _explicit(owner))
 
     # unasync: remove (a thread cannot be cancelled from outside)
     @contextlib.asynccontextmanager
@@ -275,12 +305,16 @@ class RLock(RExpirable):
             owner=self._core.field(owner),
         )
 
-    async def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
+    async def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
+    ) -> bool:
         """``threading.Lock``-style acquire, with the watchdog lease.
 
         Args:
             blocking: ``False`` for a single attempt.
             timeout: seconds to wait when blocking; -1 (default) waits forever.
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Returns:
             ``True`` if the lock is now held.
@@ -290,16 +324,22 @@ class RLock(RExpirable):
                 than -1.
             TransportError: Redis could not be reached.
         """
-        return await self._core.acquire(_owner(), blocking, timeout)
+        return await self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        )
 
-    async def release(self) -> None:
+    async def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as [`unlock`][syncprims.asyncio.RLock.unlock].
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             LockNotHeldError: the current task does not hold the lock.
             TransportError: Redis could not be reached after retries.
         """
-        await self._core.unlock(_owner())
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as
@@ -328,8 +368,12 @@ class RLock(RExpirable):
     ) -> None:
         await self._core.unlock_on_exit(_owner())
 
-    async def statistics(self) -> LockStatistics:
+    async def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Returns:
             A [`LockStatistics`][syncprims.LockStatistics] for the current task (three reads,
@@ -338,4 +382,4 @@ class RLock(RExpirable):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
-        return await self._core.statistics(_owner())
+        return await self._core.statistics(_owner() if owner is None else _explicit(owner))

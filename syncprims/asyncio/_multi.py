@@ -7,7 +7,9 @@ from types import TracebackType
 from typing import Self, final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
+from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
@@ -64,21 +66,29 @@ class MultiLock:
         """The sub-locks."""
         return self._locks
 
-    async def lock(self, lease_time: Duration | None = None) -> None:
+    async def lock(
+        self, lease_time: Duration | None = None, *, owner: OwnerId | None = None
+    ) -> None:
         """Acquire, waiting as long as it takes.
 
         Args:
             lease_time: seconds or ``timedelta`` after which each sub-lock expires by itself;
                 ``None`` to have each sub-lock's watchdog renew it until
                 [`unlock`][syncprims.asyncio.MultiLock.unlock].
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        await self._core.lock(_owner(), lease_time)
+        await self._core.lock(_owner() if owner is None else _explicit(owner), lease_time)
 
     async def try_lock(
-        self, wait_time: Duration | None = None, lease_time: Duration | None = None
+        self,
+        wait_time: Duration | None = None,
+        lease_time: Duration | None = None,
+        *,
+        owner: OwnerId | None = None,
     ) -> bool:
         """Acquire if it can be done within ``wait_time``.
 
@@ -86,6 +96,8 @@ class MultiLock:
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
             lease_time: as in [`lock`][syncprims.asyncio.MultiLock.lock].
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Returns:
             ``True`` if held now.
@@ -93,16 +105,22 @@ class MultiLock:
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
         """
-        return await self._core.try_lock(_owner(), wait_time, lease_time)
+        return await self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time
+        )
 
-    async def unlock(self) -> None:
+    async def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release every sub-lock, in parallel.
+
+        Args:
+            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
+                ``client.new_owner()``) instead of the current task.
 
         Raises:
             LockNotHeldError: a sub-lock was not held (after releasing the others).
             TransportError: a server could not be reached (after retries).
         """
-        await self._core.unlock(_owner())
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def is_held_by_current_thread(self) -> bool:
         """Whether the current task holds the required sub-locks.
@@ -116,29 +134,35 @@ class MultiLock:
         """Whether the required sub-locks are held, by anyone."""
         return await self._core.is_locked()
 
-    def validity_time(self) -> float | None:
+    def validity_time(self, *, owner: OwnerId | None = None) -> float | None:
         """Seconds left before the earliest sub-lock may expire, for a lock taken with a lease.
 
         Computed as the lease minus the time the acquire took minus a drift allowance
         (1% of the lease + 2 ms), counted from when the acquire started, on the monotonic
         clock: bound your work by it. ``None`` when the current task holds no lease-bound
-        hold (watchdog leases are renewed; see the guarantees page).
+        hold (watchdog leases are renewed; see the guarantees page). ``owner``: an
+        explicit owner ([`OwnerId`][syncprims.OwnerId]) instead of the current task.
         """
-        return self._core.validity_time(_owner())
+        return self._core.validity_time(_owner() if owner is None else _explicit(owner))
 
-    async def acquire(self, blocking: bool = True, timeout: Duration = -1) -> bool:
-        """``threading.Lock``-style acquire, with the watchdog lease.
+    async def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
+    ) -> bool:
+        """``threading.Lock``-style acquire, with the watchdog lease (``owner``: as in
+        [`lock`][syncprims.asyncio.MultiLock.lock]).
 
         Raises:
             ValueError: a timeout with ``blocking=False``, or a negative timeout other
                 than -1.
         """
-        return await self._core.acquire(_owner(), blocking, timeout)
+        return await self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        )
 
-    async def release(self) -> None:
+    async def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.asyncio.MultiLock.unlock]."""
-        await self._core.unlock(_owner())
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as
@@ -167,8 +191,8 @@ class MultiLock:
     ) -> None:
         await self._core.unlock_on_exit(_owner())
 
-    async def statistics(self) -> tuple[LockStatistics, ...]:
-        """Each sub-lock's snapshot for the current task, in the order given.
+    async def statistics(self, *, owner: OwnerId | None = None) -> tuple[LockStatistics, ...]:
+        """Each sub-lock's snapshot for the current task (or ``owner``), in the order given.
 
         Returns:
             One [`LockStatistics`][syncprims.LockStatistics] a sub-lock.
@@ -176,7 +200,7 @@ class MultiLock:
         Raises:
             TransportError: a Redis could not be reached (after retries).
         """
-        return await self._core.statistics(_owner())
+        return await self._core.statistics(_owner() if owner is None else _explicit(owner))
 
 
 @final
