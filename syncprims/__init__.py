@@ -31,6 +31,7 @@ from syncprims._sync._fenced import FencedLock
 from syncprims._sync._latch import CountDownLatch
 from syncprims._sync._lock import RLock
 from syncprims._sync._multi import MultiLock, RedLock
+from syncprims._sync._nonreentrant import NonReentrantFairLock, NonReentrantLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims._sync._rwlock import ReadLock, ReadWriteLock, WriteLock
 from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
@@ -43,6 +44,7 @@ from syncprims.errors import (
     LockError,
     LockLostError,
     LockNotHeldError,
+    LockReentryError,
     LockTimeoutError,
     MonkeyPatchedError,
     PermitNotHeldError,
@@ -71,6 +73,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LockReentryError",
     "LockTimeoutError",
     "MonkeyPatchedError",
     "LatchStatistics",
@@ -80,6 +83,8 @@ __all__ = [
     "LostCallback",
     "MasterSet",
     "MultiLock",
+    "NonReentrantFairLock",
+    "NonReentrantLock",
     "PermitExpirableSemaphore",
     "PermitNotHeldError",
     "RExpirable",

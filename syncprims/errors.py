@@ -4,6 +4,7 @@
 SyncPrimsError
 ├── LockError                        a lock operation refused (attributes: name, owner)
 │   ├── LockNotHeldError             also a RuntimeError: unlock by a non-holder
+│   ├── LockReentryError             also a RuntimeError: a non-reentrant lock acquired again
 │   ├── LockLostError                the watchdog found the lock gone or could not renew it
 │   └── LockTimeoutError             also a TimeoutError: not acquired within its wait time
 ├── TransportError                   Redis could not be reached or did not answer
@@ -40,6 +41,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LockReentryError",
     "LockTimeoutError",
     "MonkeyPatchedError",
     "PermitNotHeldError",
@@ -73,6 +75,13 @@ class LockError(SyncPrimsError):
 
 class LockNotHeldError(LockError, RuntimeError):
     """``unlock()`` by an owner that does not hold the lock (also when it expired)."""
+
+
+class LockReentryError(LockError, RuntimeError):
+    """An owner that holds a non-reentrant lock tried to acquire it again (Redisson 4.4's
+    ``IllegalMonitorStateException`` of ``RedissonNonReentrantLock``; the server refused it
+    with the error code ``NON_REENTRANT_REACQUIRE`` and changed nothing). The hold it has is
+    kept."""
 
 
 class LockLostError(LockError):

@@ -83,11 +83,15 @@ from syncprims.errors import (
     TransportError,
 )
 
-__all__ = ["LOCK_RENEWAL", "LockCore", "lock_policy"]
+__all__ = ["LOCK_RENEWAL", "REENTRY_ERR", "LockCore", "lock_policy"]
 
 log = logging.getLogger("syncprims.lock")
 
 UNLOCK_MESSAGE = "0"
+
+REENTRY_ERR = "NON_REENTRANT_REACQUIRE"
+"""The error code of a non-reentrant lock's refused reentry (Redisson 4.4's
+``RedissonNonReentrantLock.REENTRY_ERR``; ``_core/nonreentrant.py``)."""
 
 
 def lock_policy(waiters: Wakeable, message: bytes) -> None:

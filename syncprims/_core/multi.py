@@ -38,12 +38,17 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from syncprims._core.lock import LockCore, lock_policy, release_on_exit
+from syncprims._core.lock import REENTRY_ERR, LockCore, lock_policy, release_on_exit
 from syncprims._core.retry import releasing
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
-from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
+from syncprims.errors import (
+    LockNotHeldError,
+    LockReentryError,
+    ServerReplyError,
+    TransportError,
+)
 
 __all__ = ["MultiLockCore", "RedLockCore"]
 
@@ -148,14 +153,28 @@ class MultiLockCore:
                         limit,
                     )
                 # Replies that may have taken a sub-lock: lost ones, and script errors (a
-                # script can fail after it wrote).
+                # script can fail after it wrote), but for a non-reentrant sub-lock's refusal
+                # of a reentry (nothing written; the owner's hold there stays).
                 lost = [
                     i
                     for i, reply in enumerate(replies)
                     if (isinstance(reply, TransportError) and reply.maybe_executed)
-                    or isinstance(reply, ServerReplyError)
+                    or (isinstance(reply, ServerReplyError) and reply.code != REENTRY_ERR)
                 ]
                 await self._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
+                reentry = [
+                    i
+                    for i, reply in enumerate(replies)
+                    if isinstance(reply, ServerReplyError) and reply.code == REENTRY_ERR
+                ]
+                if reentry:
+                    sub, field = plans[reentry[0]][0], plans[reentry[0]][1]
+                    raise LockReentryError(
+                        f"{self.kind} through {sub.kind} {sub.name!r}: non-reentrant and "
+                        f"already held by owner {field}",
+                        name=sub.name,
+                        owner=field,
+                    ) from replies[reentry[0]]
                 refused = [
                     (plans[i][0], reply, own_keys[i])
                     for i, reply in enumerate(replies)

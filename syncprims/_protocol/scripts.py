@@ -54,6 +54,7 @@ def load(name: str) -> Script:
 
 
 LOCK_ACQUIRE = load("lock_acquire")
+LOCK_ACQUIRE_NR = load("lock_acquire_nr")
 LOCK_UNLOCK = load("lock_unlock")
 LOCK_FORCE_UNLOCK = load("lock_force_unlock")
 LOCK_RENEW = load("lock_renew")

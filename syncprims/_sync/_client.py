@@ -20,6 +20,7 @@ from syncprims._core.fair import FairLockCore
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.latch import CountDownLatchCore
 from syncprims._core.lock import LockCore
+from syncprims._core.nonreentrant import NonReentrantFairLockCore, NonReentrantLockCore
 from syncprims._core.owners import OwnerId, new_owner
 from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
@@ -36,6 +37,7 @@ from syncprims._sync._fenced import FencedLock
 from syncprims._sync._latch import CountDownLatch
 from syncprims._sync._lock import RLock
 from syncprims._sync._multi import MultiLock, RedLock
+from syncprims._sync._nonreentrant import NonReentrantFairLock, NonReentrantLock
 from syncprims._sync._rwlock import ReadWriteLock
 from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
 from syncprims._sync._spin import SpinLock
@@ -189,6 +191,56 @@ class Client:
                 ``raise_on_release_error`` not a ``bool``.
         """
         return RLock(_with_callback(LockCore(self._ex, name), on_lost, raise_on_release_error))
+
+    def get_non_reentrant_lock(
+        self,
+        name: str,
+        *,
+        on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
+    ) -> NonReentrantLock:
+        """The non-reentrant lock called ``name`` (no Redis call is made): an owner that
+        holds it and acquires it again gets ``LockReentryError`` (Redisson 4.4
+        ``getNonReentrantLock``).
+
+        Args:
+            name: the lock's Redis key (the same keys as an RLock's); a non-empty ``str``.
+            on_lost: as in [`get_lock`][syncprims.Client.get_lock].
+            raise_on_release_error: as in [`get_lock`][syncprims.Client.get_lock].
+
+        Raises:
+            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
+                ``raise_on_release_error`` not a ``bool``.
+        """
+        return NonReentrantLock(
+            _with_callback(NonReentrantLockCore(self._ex, name), on_lost, raise_on_release_error)
+        )
+
+    def get_non_reentrant_fair_lock(
+        self,
+        name: str,
+        *,
+        on_lost: LostCallback | None = None,
+        raise_on_release_error: bool | None = None,
+    ) -> NonReentrantFairLock:
+        """The non-reentrant fair (FIFO) lock called ``name`` (no Redis call is made): an
+        owner that holds it and acquires it again gets ``LockReentryError`` (Redisson 4.4
+        ``getNonReentrantFairLock``).
+
+        Args:
+            name: the lock's Redis key (the same keys as a FairLock's); a non-empty ``str``.
+            on_lost: as in [`get_lock`][syncprims.Client.get_lock].
+            raise_on_release_error: as in [`get_lock`][syncprims.Client.get_lock].
+
+        Raises:
+            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
+                ``raise_on_release_error`` not a ``bool``.
+        """
+        return NonReentrantFairLock(
+            _with_callback(
+                NonReentrantFairLockCore(self._ex, name), on_lost, raise_on_release_error
+            )
+        )
 
     def get_fair_lock(
         self,

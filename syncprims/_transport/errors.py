@@ -114,7 +114,7 @@ def error_code(error: BaseException) -> str:
         if isinstance(error, kinds):
             return code
     first = str(error).split(" ", 1)[0]
-    return first if first.isupper() and first.isalpha() else ""
+    return first if first.isupper() and first.replace("_", "").isalpha() else ""
 
 
 def translate(

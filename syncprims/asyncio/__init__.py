@@ -35,6 +35,7 @@ from syncprims.asyncio._fenced import FencedLock
 from syncprims.asyncio._latch import CountDownLatch
 from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._multi import MultiLock, RedLock
+from syncprims.asyncio._nonreentrant import NonReentrantFairLock, NonReentrantLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.asyncio._rwlock import ReadLock, ReadWriteLock, WriteLock
 from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
@@ -46,6 +47,7 @@ from syncprims.errors import (
     LockError,
     LockLostError,
     LockNotHeldError,
+    LockReentryError,
     LockTimeoutError,
     MonkeyPatchedError,
     PermitNotHeldError,
@@ -70,6 +72,7 @@ __all__ = [
     "LockError",
     "LockLostError",
     "LockNotHeldError",
+    "LockReentryError",
     "LockTimeoutError",
     "MonkeyPatchedError",
     "LatchStatistics",
@@ -79,6 +82,8 @@ __all__ = [
     "LostCallback",
     "MasterSet",
     "MultiLock",
+    "NonReentrantFairLock",
+    "NonReentrantLock",
     "PermitExpirableSemaphore",
     "PermitNotHeldError",
     "RExpirable",

@@ -37,11 +37,22 @@ from syncprims.cli._common import CommandError, checked_redis, default_url, reda
 
 __all__ = ["DemoResult", "report", "run_demo"]
 
-PRIMITIVES = ("lock", "fair", "spin", "rw", "redlock", "semaphore")
+PRIMITIVES = (
+    "lock",
+    "fair",
+    "spin",
+    "nonreentrant",
+    "nonreentrant-fair",
+    "rw",
+    "redlock",
+    "semaphore",
+)
 PRIMITIVE_HELP = {
     "lock": "RLock, one holder at a time",
     "fair": "FairLock, one holder at a time in request order",
     "spin": "SpinLock, one holder at a time, waiters poll (no pub/sub)",
+    "nonreentrant": "NonReentrantLock, one holder at a time, a second acquire is refused",
+    "nonreentrant-fair": "NonReentrantFairLock, in request order, not reentrant",
     "rw": "ReadWriteLock, many readers or one writer, see --read-ratio",
     "redlock": "RedLock over independent masters, see --masters",
     "semaphore": "Semaphore, at most --permits holders at once",
@@ -178,6 +189,10 @@ def _worker(job: _Job, shared: _Shared) -> None:
             sides = {"x": client.get_fair_lock(lock_name)}
         elif job.primitive == "spin":
             sides = {"x": client.get_spin_lock(lock_name)}
+        elif job.primitive == "nonreentrant":
+            sides = {"x": client.get_non_reentrant_lock(lock_name)}
+        elif job.primitive == "nonreentrant-fair":
+            sides = {"x": client.get_non_reentrant_fair_lock(lock_name)}
         else:
             sides = {"x": client.get_lock(lock_name)}
         local: list[Hold] = []
@@ -250,7 +265,8 @@ def run_demo(
     Args:
         url: the Redis server; for ``"redlock"``, one URL per master.
         primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"spin"`` (SpinLock),
-            ``"rw"`` (ReadWriteLock),
+            ``"nonreentrant"`` (NonReentrantLock), ``"nonreentrant-fair"``
+            (NonReentrantFairLock), ``"rw"`` (ReadWriteLock),
             ``"redlock"`` (RedLock over the masters; the counter lives on the first) or
             ``"semaphore"`` (a Semaphore of ``permits`` permits).
         processes: worker processes (>= 1).

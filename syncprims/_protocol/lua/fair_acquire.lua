@@ -16,6 +16,9 @@
 --         channel is subscribed), "0": do not; ARGV[9] the registry's lifetime, ms.
 --         A queued owner without a registration has none in the registry (a stale one of an
 --         earlier wait of the same owner would be granted a hold nobody takes).
+-- ARGV[10] (optional, ARGV[6..9] then given, "" when unused) an error code: the lock is
+--         non-reentrant (Redisson 4.4 RedissonNonReentrantFairLock): an owner that holds it
+--         already gets that error reply instead of another hold
 -- Reply: nil when acquired (or re-entered); -3 when a release granted the lock to ARGV[6]
 --        and this attempt claimed it; else how long (ms) to wait before retrying:
 --        the holder's TTL, or for a new waiter behind others the time to its predecessor's
@@ -48,6 +51,9 @@ if (redis.call('exists', KEYS[1]) == 0)
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if ARGV[10] then
+        return redis.error_reply(ARGV[10])
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil

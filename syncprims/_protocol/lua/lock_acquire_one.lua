@@ -23,6 +23,9 @@
 --         over by writing this owner's hold itself (lock_unlock_one.lua)
 -- ARGV[9] with ARGV[8]: the registration to make when ARGV[8] is not (or no longer)
 --         registered; a popped registration is never registered again
+-- ARGV[10] (optional) an error code: the lock is non-reentrant (Redisson 4.4
+--         RedissonNonReentrantLock): an owner that holds it already gets that error reply,
+--         and nothing is written
 -- Reply: nil when acquired; -3 when a release granted the lock to ARGV[8] and this attempt
 --        claimed it (the hold is there already, counted once); else how long to wait in ms
 --        (the holder's TTL, or what is left of another client's reservation; at most
@@ -40,6 +43,9 @@ if ARGV[8] ~= '' then
     end
 end
 local free = redis.call('exists', KEYS[1]) == 0
+if ARGV[10] and not free and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    return redis.error_reply(ARGV[10])
+end
 local reserved = false
 if free then
     local next = redis.call('get', KEYS[3])

@@ -1,0 +1,92 @@
+"""Non-reentrant locks (Redisson 4.4 ``RedissonNonReentrantLock`` and
+``RedissonNonReentrantFairLock``).
+
+The layout is the RLock's (or the FairLock's): the same hash, queue and channels, so Java and
+Python clients exclude each other on one name whichever kind each uses. The only difference
+is the acquire script: an owner that already holds the lock gets the error reply
+``NON_REENTRANT_REACQUIRE`` (Redisson's ``REENTRY_ERR``) and nothing changes in Redis; the
+core turns it into :class:`~syncprims.errors.LockReentryError` (Redisson throws
+``IllegalMonitorStateException``). The hold count is therefore 1 whenever the lock is held,
+and the first ``unlock()`` releases it. Other owners wait or fail as for any lock.
+
+Decisions:
+
+* The refusal is made by the server, in the acquire script, as Redisson's: a local check
+  would refuse an owner whose hold had expired meanwhile (Redis no longer has it, and
+  Redisson would grant it again).
+* Every acquire script of the kind carries the refusal: the one-wake RLock script and the
+  fair script take the error code as an optional last argument (``ARGV[10]``); where the
+  client falls back to Redisson's plain scripts (an ACL without syncprims' own keys) the
+  RLock side runs Redisson's non-reentrant script itself (``lock_acquire_nr.lua``).
+* A MultiLock or RedLock over non-reentrant locks refuses a reentry the same way: the
+  sub-lock's acquire is refused, and the MultiLock does not count a hold there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from syncprims._core.fair import FairLockCore
+from syncprims._core.lock import REENTRY_ERR, LockCore
+from syncprims._protocol import scripts
+from syncprims._protocol.contracts import Arg, Call, ScriptCall
+from syncprims.errors import LockReentryError, ServerReplyError
+
+__all__ = ["REENTRY_ERR", "NonReentrantFairLockCore", "NonReentrantLockCore"]
+
+
+def _refusing(call: ScriptCall) -> ScriptCall:
+    """``call`` (an acquire script call of the RLock or FairLock) made to refuse a reentry."""
+    if call.script is scripts.LOCK_ACQUIRE:  # Redisson's plain script: its non-reentrant twin
+        return ScriptCall(scripts.LOCK_ACQUIRE_NR, call.keys, [*call.args, REENTRY_ERR])
+    args: list[Arg] = list(call.args)
+    args += [""] * (9 - len(args))  # the optional arguments before ARGV[10] (fair: unused)
+    return ScriptCall(call.script, call.keys, [*args, REENTRY_ERR])
+
+
+class _NonReentrant(LockCore):
+    """The non-reentrant acquire over a lock kind's algorithms (a mixin)."""
+
+    def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        return _refusing(super().acquire_command(field, lease, wait))
+
+    def grant_acquire_command(
+        self, field: str, lease: int, wait: float, *, waits: str, member: str, fresh: str
+    ) -> ScriptCall:
+        return _refusing(
+            super().grant_acquire_command(
+                field, lease, wait, waits=waits, member=member, fresh=fresh
+            )
+        )
+
+    def acquire_call(self, field: str, lease: int) -> Call:
+        call = super().acquire_call(field, lease)
+        return attrs.evolve(call, call=_refusing(call.call))
+
+    async def attempt(
+        self, field: str, lease: int, watchdog: bool, wait: float, grant: Any = None
+    ) -> int | None:
+        try:
+            return await super().attempt(field, lease, watchdog, wait, grant)
+        except ServerReplyError as error:
+            if error.code != REENTRY_ERR:
+                raise
+            raise LockReentryError(
+                f"{self.kind} {self.name!r} is non-reentrant and is already held by owner {field}",
+                name=self.name,
+                owner=field,
+            ) from error
+
+
+class NonReentrantLockCore(_NonReentrant, LockCore):
+    """A non-reentrant, non-fair lock (Redisson ``RedissonNonReentrantLock``)."""
+
+    kind = "non-reentrant lock"
+
+
+class NonReentrantFairLockCore(_NonReentrant, FairLockCore):
+    """A non-reentrant FIFO lock (Redisson ``RedissonNonReentrantFairLock``)."""
+
+    kind = "non-reentrant fair lock"
