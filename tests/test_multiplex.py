@@ -5,6 +5,7 @@ caller goes away or the connection breaks."""
 from __future__ import annotations
 
 import asyncio
+import time
 import random
 import uuid
 from typing import Any
@@ -157,17 +158,26 @@ async def test_a_silent_server_times_calls_out_and_they_recover() -> None:
         assert await lock.try_lock(lease_time=30)
         await lock.unlock()
         server.pause()
+        started = time.monotonic()
         try:
             outcomes = await asyncio.gather(
                 *(client.get_lock(f"{name}:{i}").try_lock(lease_time=30) for i in range(20)),
                 return_exceptions=True,
             )
+            # The connection keeps the calls' deadlines (checked every quarter timeout).
+            assert time.monotonic() - started < 0.5 + 0.125 + 0.5
         finally:
             server.resume()
         assert all(isinstance(o, syncprims.RedisTimeoutError) for o in outcomes), outcomes
         assert all(o.maybe_executed for o in outcomes if isinstance(o, syncprims.TransportError))
         assert await lock.try_lock(lease_time=30)  # a new connection
         await lock.unlock()
+        # The late replies of the timed-out acquisitions (they ran once the server woke) were
+        # read on the retired connection and each acquisition undone.
+        deadline = time.monotonic() + 5
+        while await _left_held(server, name) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert await _left_held(server, name) == 0
         await client.shutdown()
         await app.aclose()
 

@@ -40,7 +40,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ClassVar
 
 from syncprims import _observe
@@ -1312,9 +1312,12 @@ class LockCore(ExpirableCore):
         probe.finish("acquired" if acquired else "timeout")
         return acquired
 
-    async def lock(self, owner: int, lease_time: object, max_hold: object = None) -> None:
-        """Acquire, waiting as long as it takes. Raises as :meth:`try_lock`."""
-        await self.try_lock(owner, math.inf, lease_time, max_hold)
+    def lock(
+        self, owner: int, lease_time: object, max_hold: object = None
+    ) -> Coroutine[Any, Any, bool]:
+        """Acquire, waiting as long as it takes: :meth:`try_lock`'s coroutine itself (no
+        layer of its own on the hot path). Raises as :meth:`try_lock`."""
+        return self.try_lock(owner, math.inf, lease_time, max_hold)
 
     async def acquire(self, owner: int, blocking: object, timeout: object) -> bool:
         """The ``threading.Lock.acquire(blocking, timeout)`` protocol.
@@ -1401,14 +1404,15 @@ class LockCore(ExpirableCore):
         since = None if reply == 0 else self._held_since.pop(field, None)
         _observe.released(self.kind, self.name, reply, since)
 
-    async def unlock(self, owner: int) -> None:
-        """Release one hold of ``owner`` (a shutdown meanwhile lets it finish).
+    def unlock(self, owner: int) -> Coroutine[Any, Any, None]:
+        """Release one hold of ``owner`` (a shutdown meanwhile lets it finish): a coroutine,
+        ``releasing``'s itself (no layer of its own on the hot path).
 
-        Raises:
+        Raises (when awaited):
             LockNotHeldError: ``owner`` does not hold the lock (never did, or it expired).
             TransportError: Redis failed (after retries); the lock expires by its lease.
         """
-        await releasing(self._ex, self._unlock(owner))
+        return releasing(self._ex, self._unlock(owner))
 
     async def _unlock(self, owner: int) -> None:
         field = self.field(owner)

@@ -16,13 +16,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-import weakref
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 __all__ = ["OwnerId", "current_task_owner", "current_thread_owner", "explicit_owner", "new_owner"]
 
-_task_owners: weakref.WeakKeyDictionary[asyncio.Task[object], int] = weakref.WeakKeyDictionary()
+# A plain dict, emptied by each task's done callback: a WeakKeyDictionary made a weak
+# reference (a Python call and a GC-tracked object) per lookup, twice per lock pair, which
+# counted with thousands of tasks (docs/design.md, "Thousands of tasks: the collector").
+_task_owners: dict[asyncio.Future[Any], int] = {}
+_current_task: Callable[[], asyncio.Task[Any] | None] = asyncio.current_task
 _next_task_owner = itertools.count(1)
 _next_explicit_owner = itertools.count(1)
 
@@ -86,10 +91,11 @@ def current_task_owner() -> int:
     Raises:
         RuntimeError: not called from inside an asyncio task.
     """
-    task = asyncio.current_task()
+    task = _current_task()
     if task is None:
         raise RuntimeError("syncprims.asyncio objects must be used from inside an asyncio task")
     owner = _task_owners.get(task)
     if owner is None:
         owner = _task_owners[task] = next(_next_task_owner)
+        task.add_done_callback(_task_owners.pop)  # the entry lives as long as the task
     return owner

@@ -118,7 +118,7 @@ class AsyncExecutor(ExecutorBase):
         ):
             await replica_count(self.transport, self.monotonic(), recheck=True)
 
-    async def eval(
+    def eval(
         self,
         script: Script,
         keys: Sequence[str],
@@ -126,8 +126,9 @@ class AsyncExecutor(ExecutorBase):
         *,
         context: str,
         on_orphan: Orphan | None = None,
-    ) -> Any:
-        return await self.transport.eval(script, keys, args, context=context, on_orphan=on_orphan)
+    ) -> Coroutine[Any, Any, Any]:
+        # the transport's coroutine itself, not one more layer around it (the hot path)
+        return self.transport.eval(script, keys, args, context=context, on_orphan=on_orphan)
 
     async def eval_then(
         self,
@@ -150,10 +151,10 @@ class AsyncExecutor(ExecutorBase):
             on_orphan=on_orphan,
         )
 
-    async def replicas(self, route: str, *, recheck: bool = False) -> int:
+    def replicas(self, route: str, *, recheck: bool = False) -> Coroutine[Any, Any, int]:
         transport = self.transport
         server = transport.route([route]) if isinstance(transport, ClusterRouter) else transport
-        return await replica_count(server, self.monotonic(), recheck=recheck)
+        return replica_count(server, self.monotonic(), recheck=recheck)  # no layer around it
 
     async def command(
         self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None

@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from asyncio import get_running_loop
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from syncprims._protocol.contracts import Orphan
@@ -45,7 +46,13 @@ from syncprims._transport.connections import (
     own_connection,
 )
 from syncprims._transport.errors import pack, translate
-from syncprims._transport.mux import BrokenError, Multiplexer, MuxConnection, Slot
+from syncprims._transport.mux import (
+    BrokenError,
+    Multiplexer,
+    MuxConnection,
+    Slot,
+    SlotTimeoutError,
+)
 from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError, SyncPrimsError
 
@@ -217,7 +224,7 @@ class AsyncServer:
             deadlines = self._deadlines = _Deadlines(loop, self.timeout)
         return deadlines
 
-    async def eval(
+    def eval(
         self,
         script: Script,
         keys: Sequence[str],
@@ -226,23 +233,71 @@ class AsyncServer:
         context: str,
         on_orphan: Orphan | None = None,
         asking: bool = False,
-    ) -> Any:
-        """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
+    ) -> Coroutine[Any, Any, Any]:
+        """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT): a coroutine.
 
-        ``asking`` sends ``ASKING`` first (a cluster ASK redirection).
+        ``asking`` sends ``ASKING`` first (a cluster ASK redirection). On an open shared
+        connection of this loop, the call takes :meth:`_timed_eval` (no coroutine layers,
+        task bookkeeping or deadline registration of its own: docs/design.md, "Profile:
+        thousands of tasks"); otherwise :meth:`_call`. Same outcomes either way.
 
-        Raises:
+        Raises (when awaited):
             RedisConnectionError, RedisTimeoutError: with ``maybe_executed`` set when the
                 script may have run.
             ServerReplyError: Redis answered with an error.
         """
-        return await self._call(
-            ("EVALSHA", script.sha, len(keys), *keys, *args),
-            context,
-            on_orphan=on_orphan,
-            script=script,
-            asking=asking,
-        )
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        mux = self._mux
+        if mux is not None and not asking and not self._closed:
+            connection = mux.pick()
+            conn = connection.open_conn()
+            if conn is not None and get_running_loop() is self._loop:
+                return self._timed_eval(
+                    connection, pack(conn, command), command, script, context, on_orphan
+                )
+        return self._call(command, context, on_orphan=on_orphan, script=script, asking=asking)
+
+    async def _timed_eval(  # noqa: PLR0917 (the hot path: positional)
+        self,
+        connection: MuxConnection,
+        chunks: list[Any],
+        command: tuple[Any, ...],
+        script: Script,
+        context: str,
+        on_orphan: Orphan | None,
+    ) -> Any:
+        """:meth:`eval` on an open shared connection, its deadline kept by the connection
+        (:meth:`MuxConnection.submit_timed`). A ``NOSCRIPT`` (it did not run) goes the
+        per-call way, which loads the script and runs it again."""
+        slot = connection.submit_timed(chunks, on_orphan, self.timeout)
+        try:
+            reply = (await slot.future)[0]
+        except BrokenError as broken:
+            raise translate(
+                broken.cause,
+                context=context,
+                address=self.address,
+                timeout=self.timeout,
+                sent=broken.sent,
+            ) from broken.cause
+        except SlotTimeoutError:
+            raise translate(
+                TimeoutError(),
+                context=context,
+                address=self.address,
+                timeout=self.timeout,
+                sent=slot.sent,
+            ) from None
+        except asyncio.CancelledError:
+            connection.abandon(slot, timed_out=False)
+            raise
+        if isinstance(reply, Exception):
+            if isinstance(reply, ERRORS.no_script):
+                return await self._call(command, context, on_orphan=on_orphan, script=script)
+            raise translate(
+                reply, context=context, address=self.address, timeout=self.timeout, sent=True
+            ) from reply
+        return reply
 
     async def command(
         self,

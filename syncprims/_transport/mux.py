@@ -42,7 +42,7 @@ from typing import Any
 from syncprims._protocol.contracts import Orphan
 from syncprims._transport.connections import ERRORS, aread, at_eof, write_now
 
-__all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot"]
+__all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError"]
 
 log = logging.getLogger("syncprims.transport")
 
@@ -69,7 +69,7 @@ class Slot:
     """One call on a shared connection: its commands, how many replies it expects, and
     the future its caller awaits (the replies, error replies as exception values)."""
 
-    __slots__ = ("chunks", "count", "future", "on_orphan", "replies", "sent", "wire")
+    __slots__ = ("chunks", "count", "deadline", "future", "on_orphan", "replies", "sent", "wire")
 
     def __init__(self, future: asyncio.Future[list[Any]], chunks: list[Any], count: int) -> None:
         self.future = future
@@ -79,6 +79,12 @@ class Slot:
         self.sent = False  # written: it may run
         self.on_orphan: Orphan | None = None
         self.wire: Any = None  # the wire it was written on
+        self.deadline: float | None = None  # a timed slot's (loop time): see MuxConnection
+
+
+class SlotTimeoutError(Exception):
+    """A timed slot's deadline passed with no reply (:meth:`MuxConnection.submit_timed`):
+    its future ends with this; ``Slot.sent`` says whether it may have run."""
 
 
 class _Wire:
@@ -121,6 +127,7 @@ class MuxConnection:
         self._wires: set[_Wire] = set()  # the current one and the retired ones still reading
         self._reopening = False
         self._closed = False
+        self._sweeper: asyncio.TimerHandle | None = None  # timed slots' deadlines
 
     @property
     def load(self) -> int:
@@ -163,6 +170,50 @@ class MuxConnection:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
         return slot
+
+    def submit_timed(self, chunks: list[Any], on_orphan: Orphan | None, timeout: float) -> Slot:
+        """:meth:`submit` for one command whose deadline the connection keeps: no timer and
+        no task bookkeeping per call (the per-call deadlines' cost, docs/design.md). If no
+        reply came ``timeout`` seconds from now (checked every quarter of it, at most every
+        0.25 s), the slot's future ends with :class:`SlotTimeoutError` and, when it was
+        written, its wire is retired as after any caller's deadline (the server is silent;
+        the late reply still goes to ``on_orphan``)."""
+        slot = self.submit(chunks, 1, on_orphan)
+        loop = self._loop
+        slot.deadline = loop.time() + timeout
+        if self._sweeper is None:
+            period = min(timeout / 4, 0.25)
+            self._sweeper = loop.call_later(period, self._sweep, period)
+        return slot
+
+    def _sweep(self, period: float) -> None:
+        """Fail the timed slots past their deadline (see :meth:`submit_timed`)."""
+        self._sweeper = None
+        now = self._loop.time()
+        pending = False
+        for wire in list(self._wires):
+            late = False
+            for slot in wire.waiting:
+                deadline = slot.deadline
+                if deadline is None or slot.future.done():
+                    continue
+                if deadline <= now:
+                    slot.future.set_exception(SlotTimeoutError())
+                    late = True
+                else:
+                    pending = True
+            if late and not wire.retired:
+                self._retire(wire)
+        for slot in self._unsent:
+            deadline = slot.deadline
+            if deadline is None or slot.future.done():
+                continue
+            if deadline <= now:
+                slot.future.set_exception(SlotTimeoutError())  # never written now
+            else:
+                pending = True
+        if pending and not self._closed:
+            self._sweeper = self._loop.call_later(period, self._sweep, period)
 
     async def _connect(self) -> None:
         """Open a new wire (one opening shared by every caller that needs it; if the caller
@@ -347,6 +398,9 @@ class MuxConnection:
         """Close every wire (calls still on them fail as on a break); a wire being opened
         meanwhile is closed by its opener."""
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         wires = list(self._wires)
         for wire in wires:
             self._break(wire, ConnectionError("the client is shut down"))
