@@ -22,6 +22,15 @@ from syncprims import errors, fencing  # noqa: F401 - ``syncprims.fencing`` (not
 
 # it is for both faces, and syncprims.asyncio lists the same names)
 from syncprims._core.owners import OwnerId
+from syncprims._protocol.info import (
+    ClientProcess,
+    LatchInfo,
+    LockHolder,
+    LockInfo,
+    LockWaiter,
+    PermitLease,
+    SemaphoreInfo,
+)
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
@@ -64,6 +73,7 @@ __all__ = [
     "AuthenticationError",
     "Client",
     "ClientClosedError",
+    "ClientProcess",
     "Config",
     "ConnectOptions",
     "CountDownLatch",
@@ -76,8 +86,12 @@ __all__ = [
     "LockReentryError",
     "LockTimeoutError",
     "MonkeyPatchedError",
+    "LatchInfo",
+    "LockHolder",
+    "LockInfo",
     "LatchStatistics",
     "LockStatistics",
+    "LockWaiter",
     "LossReason",
     "OwnerId",
     "LostCallback",
@@ -86,6 +100,7 @@ __all__ = [
     "NonReentrantFairLock",
     "NonReentrantLock",
     "PermitExpirableSemaphore",
+    "PermitLease",
     "PermitNotHeldError",
     "RExpirable",
     "RLock",
@@ -97,6 +112,7 @@ __all__ = [
     "RedisTimeoutError",
     "ReplicaSyncError",
     "Semaphore",
+    "SemaphoreInfo",
     "SemaphoreStatistics",
     "ServerReplyError",
     "Source",

@@ -35,6 +35,7 @@ LOGGERS = (
     "syncprims.watchdog",
     "syncprims.pubsub",
     "syncprims.services",
+    "syncprims.listeners",
     "syncprims.transport",
 )
 """Every logger the package creates (``docs/observability.md`` documents each)."""

@@ -60,6 +60,7 @@ class FairLockCore(LockCore):
     """The FairLock algorithms."""
 
     kind = "fair lock"
+    info_layout = "fair"
     one_wake = False  # scripts of its own
 
     def __init__(self, executor: Executor, name: str) -> None:

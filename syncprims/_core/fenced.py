@@ -30,6 +30,7 @@ class FencedLockCore(LockCore):
     """The FencedLock algorithms."""
 
     kind = "fenced lock"
+    info_layout = "fenced"
     one_wake = False  # scripts of its own
 
     def __init__(self, executor: Executor, name: str) -> None:

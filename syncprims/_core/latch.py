@@ -10,10 +10,12 @@ and releases its waiters (Redisson leaves them waiting).
 
 from __future__ import annotations
 
+from syncprims._core.info import latch_info
 from syncprims._core.objects import ObjectCore
 from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
+from syncprims._protocol.info import LatchInfo
 from syncprims._protocol.statistics import LatchStatistics
 from syncprims._protocol.timing import wait_seconds
 from syncprims._protocol.values import check_count
@@ -89,3 +91,7 @@ class CountDownLatchCore(ObjectCore):
         return LatchStatistics(
             name=self.name, count=await self.get_count(), waiters=waiters(self._ex, self.name)
         )
+
+    async def info(self) -> LatchInfo:
+        """What the latch keeps in Redis (``syncprims._core.info``)."""
+        return await latch_info(self)

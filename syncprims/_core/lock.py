@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ClassVar
 
 from syncprims import _observe
+from syncprims._core.info import lock_info
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import releasing, with_retry
 from syncprims._core.waiting import acquire_loop, waiters
@@ -61,6 +62,7 @@ from syncprims._protocol.contracts import (
     WakePolicy,
 )
 from syncprims._protocol.ids import new_request_id, owner_field
+from syncprims._protocol.info import LockInfo
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.names import (
     lock_channel,
@@ -88,6 +90,7 @@ __all__ = ["LOCK_RENEWAL", "REENTRY_ERR", "LockCore", "lock_policy"]
 log = logging.getLogger("syncprims.lock")
 
 UNLOCK_MESSAGE = "0"
+
 
 REENTRY_ERR = "NON_REENTRANT_REACQUIRE"
 """The error code of a non-reentrant lock's refused reentry (Redisson 4.4's
@@ -323,6 +326,7 @@ class LockCore(ExpirableCore):
     """The RLock algorithms, for any owner id chosen by a face."""
 
     kind = "lock"
+    info_layout = "lock"  # how info() reads it (syncprims._core.info.LOCK_KINDS)
     renewal: RenewalKind = LOCK_RENEWAL
     # One wake-up per release (the waiting clients' registry and the herald channel): the
     # RLock's own scripts only; kinds with scripts of their own turn it off.
@@ -1484,6 +1488,11 @@ class LockCore(ExpirableCore):
             lease_remaining=await self.remain_time_to_live(),
             waiters=waiters(self._ex, self.name),
         )
+
+    async def info(self) -> LockInfo:
+        """What the lock keeps in Redis: holders, TTL, waiters, subscribers
+        (``syncprims._core.info``)."""
+        return await lock_info(self, self.info_layout)
 
 
 async def release_on_exit(release: Awaitable[None], *, raises: bool) -> None:

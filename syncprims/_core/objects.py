@@ -2,7 +2,9 @@
 
 An object owns one or more Redis keys (:meth:`ObjectCore.keys`); ``delete``, ``touch``,
 ``unlink``, ``expire`` and ``clear_expire`` act on all of them, ``is_exists`` and
-``remain_time_to_live`` on the main key (the object's name), as in Redisson.
+``remain_time_to_live`` on the main key (the object's name), as in Redisson. So do
+``add_listener`` and ``remove_listener`` (Redisson's ``RObservable``): Redis keyspace
+notifications of the main key, delivered by ``syncprims._services.listeners``.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import Any
 
 from syncprims._core.retry import with_retry
 from syncprims._protocol import scripts
-from syncprims._protocol.contracts import Executor, ScriptCall
+from syncprims._protocol.contracts import Executor, ObjectCallback, ScriptCall
+from syncprims._protocol.keyspace import NEEDED_FLAGS, config_value, missing_flags
 from syncprims._protocol.names import check_cluster_name, check_name
 from syncprims._protocol.timing import lease_ms
+from syncprims.errors import RedisTimeoutError, ServerReplyError
 
 __all__ = ["ExpirableCore", "ObjectCore"]
 
@@ -52,12 +56,14 @@ class ObjectCore:
         """Every Redis key of the object (the name first)."""
         return [self.name]
 
-    async def read(self, *command: str | int, action: str) -> Any:
-        """Run an idempotent command, with retries."""
+    async def read(self, *command: str | int, action: str, route: str | None = None) -> Any:
+        """Run an idempotent command, with retries, on the node of ``route`` (a key; default:
+        the object's name)."""
         context = self.context(action)
+        where = self.name if route is None else route
         return await with_retry(
             self._ex,
-            lambda: self._ex.command(*command, context=context, route=self.name),
+            lambda: self._ex.command(*command, context=context, route=where),
             idempotent=True,
         )
 
@@ -85,6 +91,100 @@ class ObjectCore:
     async def touch(self) -> bool:
         """``TOUCH`` every key; ``True`` if any exists."""
         return bool(await self.read("TOUCH", *self.keys(), action="touching"))
+
+    async def add_listener(
+        self,
+        on_expired: ObjectCallback | None,
+        on_deleted: ObjectCallback | None,
+        *,
+        configure: bool,
+    ) -> int:
+        """Call ``on_expired(name)`` / ``on_deleted(name)`` when the main key expires or is
+        deleted (Redis keyspace notifications; ``syncprims._services.listeners``).
+
+        Enables the notifications on the key's node first (``configure``), subscribes, and
+        returns once Redis confirmed the subscription.
+
+        Raises:
+            TypeError: no callback, one not callable, or ``configure`` not a ``bool``.
+            ServerReplyError: Redis refused ``CONFIG`` or the subscription.
+            RedisTimeoutError: the subscription was not confirmed in time.
+            TransportError: Redis could not be reached (after retries).
+            ClientClosedError: the client is shut down.
+        """
+        for what, callback in (("on_expired", on_expired), ("on_deleted", on_deleted)):
+            if callback is not None and not callable(callback):
+                raise TypeError(f"{what} must be callable, not {type(callback).__name__}")
+        if on_expired is None and on_deleted is None:
+            raise TypeError("add_listener() needs on_expired or on_deleted")
+        if not isinstance(configure, bool):
+            raise TypeError(f"configure must be a bool, not {type(configure).__name__}")
+        if configure:
+            await self._enable_notifications()
+        ex = self._ex
+        registry = ex.listeners
+        channel = registry.channel(self.name)
+        sub = await ex.subscribe(channel, registry.policy(channel), self.name)
+        try:
+            listener_id = registry.register(self.name, sub, on_expired, on_deleted)
+        except BaseException:
+            ex.unsubscribe(sub)
+            raise
+        try:
+            timeout = ex.config.subscription_timeout
+            if not await ex.wait_ready(sub, timeout):
+                raise RedisTimeoutError(
+                    f"Redis did not confirm the subscription to {channel!r} within "
+                    f"{timeout:g} s ({self.context('adding a listener to')})",
+                    maybe_executed=True,
+                )
+        except BaseException:
+            self.remove_listener(listener_id)
+            raise
+        return listener_id
+
+    async def _enable_notifications(self) -> None:
+        """Add the ``notify-keyspace-events`` flags listeners need (``K``, ``g``, ``x``) on
+        the main key's node, keeping those set; nothing when they are set.
+
+        Raises:
+            ServerReplyError: Redis refused ``CONFIG`` (an ACL without ``+config``, a managed
+                Redis), with Redis's error ``code``.
+        """
+        action = "enabling keyspace notifications for"
+        parameter = "notify-keyspace-events"
+        step = "GET"
+        try:
+            current = config_value(await self.read("CONFIG", step, parameter, action=action))
+            missing = missing_flags(current)
+            if missing:
+                step = "SET"
+                await self.read("CONFIG", step, parameter, current + missing, action=action)
+        except ServerReplyError as error:
+            reason = error.__cause__ if error.__cause__ is not None else error
+            raise ServerReplyError(
+                f"Redis refused CONFIG {step} ({self.context(action)}): {reason}; an operator "
+                f"can enable them ({parameter} with {NEEDED_FLAGS!r}, on every master), then "
+                "add the listener with configure=False",
+                code=error.code,
+            ) from error
+
+    def remove_listener(self, listener_id: int) -> bool:
+        """Remove a listener added by :meth:`add_listener` (never blocks, no Redis call).
+
+        Returns:
+            ``True`` if it was registered on this object.
+
+        Raises:
+            TypeError: ``listener_id`` is not an ``int``.
+        """
+        if isinstance(listener_id, bool) or not isinstance(listener_id, int):
+            raise TypeError(f"listener_id must be an int, not {type(listener_id).__name__}")
+        sub = self._ex.listeners.unregister(listener_id, self.name)
+        if sub is None:
+            return False
+        self._ex.unsubscribe(sub)
+        return True
 
 
 class ExpirableCore(ObjectCore):

@@ -36,10 +36,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from syncprims._core.info import lock_info
 from syncprims._core.lock import LockCore
 from syncprims._core.objects import ExpirableCore
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, RenewalKind, ScriptCall
+from syncprims._protocol.info import LockInfo
 from syncprims._protocol.names import key_prefix, prefix_name, rw_lease_prefix, rw_writers_name
 
 __all__ = ["ReadLockCore", "ReadWriteLockCore", "WriteLockCore"]
@@ -67,6 +69,7 @@ class _SideCore(LockCore):
     """What both sides share: the hash, the channel ``redisson_rwlock:{name}``."""
 
     one_wake = False  # scripts of its own
+    info_layout = "rw"
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
@@ -199,3 +202,8 @@ class ReadWriteLockCore(ExpirableCore):
         self.writer_preference = writer_preference
         self.read_side = ReadLockCore(executor, self.name, writer_preference=writer_preference)
         self.write_side = WriteLockCore(executor, self.name, writer_preference=writer_preference)
+
+    async def info(self) -> LockInfo:
+        """What the lock keeps in Redis: mode, readers and writer, TTL, waiting writers
+        (``syncprims._core.info``)."""
+        return await lock_info(self, "rw")

@@ -34,11 +34,13 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from syncprims._core.info import semaphore_info
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import releasing, with_retry
 from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
+from syncprims._protocol.info import SemaphoreInfo
 from syncprims._protocol.names import prefix_name, suffix_name
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
@@ -258,6 +260,10 @@ class SemaphoreCore(ExpirableCore):
             acquired_permits=None,
             waiters=waiters(self._ex, self.name),
         )
+
+    async def info(self) -> SemaphoreInfo:
+        """What the semaphore keeps in Redis (``syncprims._core.info``)."""
+        return await semaphore_info(self, expirable=False)
 
 
 class PermitExpirableSemaphoreCore(ExpirableCore):
@@ -592,3 +598,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             acquired_permits=await self.acquired_permits(),
             waiters=waiters(self._ex, self.name),
         )
+
+    async def info(self) -> SemaphoreInfo:
+        """What the semaphore keeps in Redis, with each lease (``syncprims._core.info``)."""
+        return await semaphore_info(self, expirable=True)

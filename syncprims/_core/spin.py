@@ -64,6 +64,7 @@ class SpinLockCore(LockCore):
     """The SpinLock algorithms: RLock's, with polling waits and no messages."""
 
     kind = "spin lock"
+    info_layout = "spin"
     one_wake = False  # no messages: nothing to register for
 
     def __init__(self, executor: Executor, name: str, backoff: BackOff | None = None) -> None:

@@ -33,7 +33,9 @@ __all__ = [
     "Executor",
     "HoldLostCallback",
     "KeyJanitor",
+    "ListenerRegistry",
     "LostCallback",
+    "ObjectCallback",
     "Orphan",
     "RenewalKind",
     "RenewalRegistry",
@@ -58,6 +60,10 @@ LostCallback = Callable[[str, LossReason], None]
 
 HoldLostCallback = Callable[[str, str, LossReason], None]
 """``callback(name, owner_field, reason)``: the watchdog found a hold lost."""
+
+ObjectCallback = Callable[[str], None]
+"""``on_expired(name)`` / ``on_deleted(name)``: an object listener's callback (Redisson's
+``ExpiredObjectListener.onExpired`` / ``DeletedObjectListener.onDeleted``)."""
 
 
 @attrs.frozen
@@ -201,6 +207,32 @@ class RenewalRegistry(Protocol):
         """Stop remembering ``field``'s late renewal (the owner took a new field)."""
 
 
+class ListenerRegistry(Protocol):
+    """A client's object listeners (``syncprims._services.listeners``). Never blocks."""
+
+    def channel(self, name: str) -> str:
+        """The keyspace notification channel of the key ``name``."""
+
+    def policy(self, channel: str) -> WakePolicy:
+        """The pub/sub rule that hands ``channel``'s events to its listeners."""
+
+    def register(
+        self,
+        name: str,
+        sub: Subscription,
+        on_expired: ObjectCallback | None,
+        on_deleted: ObjectCallback | None,
+    ) -> int:
+        """Register a listener of ``name`` holding ``sub``; its id.
+
+        Raises:
+            ClientClosedError: the client is shut down.
+        """
+
+    def unregister(self, listener_id: int, name: str) -> Subscription | None:
+        """Remove a listener of ``name``; its subscription reference (``None``: unknown)."""
+
+
 class KeyJanitor(Protocol):
     """Background deletion of short-lived keys. Never blocks."""
 
@@ -291,6 +323,10 @@ class Executor(Protocol):
     @property
     def janitor(self) -> KeyJanitor:
         """Background deletion of short-lived keys."""
+
+    @property
+    def listeners(self) -> ListenerRegistry:
+        """The client's object listeners."""
 
     def publish_command_for(self, channel: str, key: str) -> str:
         """``"PUBLISH"``, or ``"SPUBLISH"`` where ``channel`` (of the object at ``key``) is
@@ -391,7 +427,9 @@ class Executor(Protocol):
         ``Config.lock_grant_direct``); otherwise it is :meth:`wait`."""
 
     def refuse_if_closing(self, context: str) -> None:
-        """Raise ``ClientClosedError`` once shutdown began (an acquisition's first step)."""
+        """Raise ``ClientClosedError`` once shutdown began (an acquisition's first step);
+        else make sure the client's record is kept (``syncprims._services.record``: in the
+        background, never waited for)."""
 
     def release_started(self) -> None:
         """A release began (unlock, a permit given back): shutdown waits for it."""

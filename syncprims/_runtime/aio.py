@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 from syncprims._protocol.contracts import PENDING, Armed, Call, Enough, Orphan, WakePolicy
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import MIN_GRACE
-from syncprims._runtime.base import ExecutorBase
+from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
+from syncprims._services.listeners import ObjectListeners
 from syncprims._services.loop import CallerLoop
 from syncprims._services.pubsub import ClusterSubscribers, Subscription, TaskSubscriber
+from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import NOSCRIPT, AsyncServer, bind_loop
 from syncprims._transport.cluster import AsyncTopology, ClusterRouter
@@ -98,6 +100,10 @@ class AsyncExecutor(ExecutorBase):
             slot_of=self.slot_of,
         )
         self.janitor = Janitor(self.services, self.transport, slot_of=self.slot_of)
+        self.listeners = ObjectListeners(self.services, database=self.database)
+        self.record = ClientRecord(
+            self.services, self.transport, lambda: self.client_id, client_name(source)
+        )
         self._undoing: set[asyncio.Task[None]] = set()
         self._late: set[asyncio.Task[Any]] = set()  # fan-out calls finished in the background
 
@@ -113,6 +119,14 @@ class AsyncExecutor(ExecutorBase):
         if isinstance(self.transport, ClusterRouter):
             await self.transport.ready()
         await self.transport.command("PING", context="connecting")
+        record = self.record.first_command()
+        if record is not None:  # which process this client is (syncprims._services.record)
+            try:
+                await self.transport.command(
+                    *record, context="writing the client record", route=str(record[1])
+                )
+            except SyncPrimsError as error:
+                self.record.refused(error)
         if self.config.lock_synced_replicas == "auto" and not isinstance(
             self.transport, ClusterRouter
         ):
@@ -472,6 +486,7 @@ class AsyncExecutor(ExecutorBase):
             return
         self.closed = True  # no new acquisition from here (refuse_if_closing)
         bind_loop(self.event_loop)
+        self.listeners.close()  # no listener callback from here
         self._wake_waiters()  # each re-checks, sees the client closing, gives up cleanly
         deadline = self.monotonic() + self.bounds.operation_timeout
         # Releases in flight finish first (counted by a plain counter: a release may run on
@@ -490,6 +505,10 @@ class AsyncExecutor(ExecutorBase):
             await asyncio.wait_for(self.janitor.flush_now(), self.bounds.timeout + 2)
         except Exception as error:  # the keys expire by their TTL
             log.debug("shutdown: deleting unlock latch keys failed: %r", error)
+        try:
+            await asyncio.wait_for(self.record.withdraw(), self.bounds.timeout + 2)
+        except Exception as error:  # it expires by its TTL
+            log.debug("shutdown: deleting the client record failed: %r", error)
         await self.services.drain(1.0)
         self.transport.close()
         for server in self._servers():
@@ -507,6 +526,8 @@ class AsyncExecutor(ExecutorBase):
         self.pubsub.forget()
         self.watchdog.forget()
         self.janitor.forget()
+        self.listeners.forget()
+        self.record.forget()
         for server in self._servers():
             server.forget()
 

@@ -19,7 +19,9 @@ import attrs
 from redis.backoff import EqualJitterBackoff
 
 from syncprims._protocol.ids import new_client_id
+from syncprims._protocol.keyspace import is_keyspace_channel
 from syncprims._protocol.timing import Bounds
+from syncprims._services.record import ClientRecord
 from syncprims._transport.errors import key_slot
 from syncprims._transport.sources import CONNECT_TIMEOUT, Source
 from syncprims.config import DEFAULT_TIMEOUT, Config
@@ -67,11 +69,16 @@ class ExecutorBase:
         source: the redis-py pool or cluster the client talks through.
     """
 
+    record: ClientRecord
+    """The client's record in Redis (set by each executor, on its services loop)."""
+
     def __init__(self, config: Config, source: Source) -> None:
         self.config, self.bounds = resolve(config, source)
         self.source = source
         self.client_id = new_client_id()
         self.cluster = source.cluster is not None
+        self.database = _database(source)
+        """The database number of the client's connections (0 in a cluster)."""
         self.name = f"syncprims-{self.client_id[:8]}"
         base, cap = self.config.retry_delay
         self._backoff = EqualJitterBackoff(cap=cap, base=base)
@@ -91,9 +98,13 @@ class ExecutorBase:
 
     def refuse_if_closing(self, context: str) -> None:
         """Raise ``ClientClosedError`` once shutdown began: no new acquisition then, while
-        the releases in flight finish."""
+        the releases in flight finish. Otherwise, an acquisition is starting: the client's
+        record is kept from the first one on (in the background, never waited for:
+        ``syncprims._services.record``)."""
         if self.closed:
             raise ClientClosedError(f"the client is shut down ({context})")
+        if self.record.announced != self.client_id:  # inline: no call per acquisition
+            self.record.announce()
 
     def releases_done(self, deadline: float) -> bool:
         """Whether no release is in flight; polled by shutdown until ``deadline``
@@ -110,8 +121,13 @@ class ExecutorBase:
 
     def sharded(self, channel: str, key: str) -> bool:
         """Whether ``channel`` of the object at ``key`` uses sharded pub/sub: a Redis 7+
-        cluster, channel and key in one slot."""
-        return self._cluster_sharded() and key_slot(channel) == key_slot(key)
+        cluster, channel and key in one slot; never a keyspace notification channel (Redis
+        publishes those with classic pub/sub only, on the node that holds the key)."""
+        return (
+            self._cluster_sharded()
+            and key_slot(channel) == key_slot(key)
+            and not is_keyspace_channel(channel)
+        )
 
     def _cluster_sharded(self) -> bool:
         return False
@@ -131,6 +147,29 @@ class ExecutorBase:
     def after_fork(self) -> None:
         """In a forked child: a new identity, and nothing of the parent's background state."""
         self.client_id = new_client_id()
+
+
+def client_name(source: Source) -> str | None:
+    """The ``client_name`` the application gave its redis-py client, if any (for the
+    client's record: ``syncprims._services.record``)."""
+    kwargs: object = None
+    if source.pool is not None:
+        kwargs = getattr(source.pool, "connection_kwargs", None)
+    elif source.cluster is not None:
+        get = getattr(source.cluster, "get_connection_kwargs", None)
+        kwargs = get() if callable(get) else None
+    name = kwargs.get("client_name") if isinstance(kwargs, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _database(source: Source) -> int:
+    """The ``db`` of the pool's connections (0 in a cluster, or when it says none)."""
+    kwargs = getattr(source.pool, "connection_kwargs", None) if source.pool is not None else None
+    db = kwargs.get("db") if isinstance(kwargs, dict) else None
+    try:
+        return int(db) if db is not None else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def _after_fork_in_child() -> None:

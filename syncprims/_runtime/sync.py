@@ -29,10 +29,12 @@ from syncprims._protocol.contracts import (
 )
 from syncprims._protocol.scripts import Script
 from syncprims._protocol.stepping import run
-from syncprims._runtime.base import ExecutorBase
+from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
+from syncprims._services.listeners import ObjectListeners
 from syncprims._services.loop import ServiceLoop
 from syncprims._services.pubsub import ClusterSubscribers, Subscription, ThreadSubscriber
+from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.cluster import ClusterRouter, SyncTopology
 from syncprims._transport.errors import ClusterRedirectError
@@ -130,6 +132,8 @@ class SyncExecutor(ExecutorBase):
             slot_of=self.slot_of,
         )
         self.janitor = Janitor(self.loop, runner, slot_of=self.slot_of)
+        self.listeners = ObjectListeners(self.loop, database=self.database)
+        self.record = ClientRecord(self.loop, runner, lambda: self.client_id, client_name(source))
 
     def _cluster_sharded(self) -> bool:
         return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
@@ -143,6 +147,14 @@ class SyncExecutor(ExecutorBase):
         if isinstance(self.transport, ClusterRouter):
             await self.transport.ready()
         await self.transport.command("PING", context="connecting")
+        record = self.record.first_command()
+        if record is not None:  # which process this client is (syncprims._services.record)
+            try:
+                await self.transport.command(
+                    *record, context="writing the client record", route=str(record[1])
+                )
+            except SyncPrimsError as error:
+                self.record.refused(error)
         if self.config.lock_synced_replicas == "auto" and not isinstance(
             self.transport, ClusterRouter
         ):
@@ -351,6 +363,7 @@ class SyncExecutor(ExecutorBase):
         """On the services loop: stop renewing, delete pending latch keys."""
         self.watchdog.aclose()
         await self.janitor.flush_now()
+        await self.record.withdraw()
 
     def close(self) -> None:
         """Let the releases in flight (other threads') finish, within the operation timeout
@@ -360,6 +373,7 @@ class SyncExecutor(ExecutorBase):
         if self.closed:
             return
         self.closed = True  # no new acquisition from here (refuse_if_closing)
+        self.listeners.close()  # no listener callback from here
         self._wake_waiters()  # each re-checks, sees the client closing, gives up cleanly
         deadline = self.monotonic() + self.bounds.operation_timeout
         while not self.releases_done(deadline):  # releases in flight finish first
@@ -392,6 +406,8 @@ class SyncExecutor(ExecutorBase):
         self.pubsub.forget()
         self.watchdog.forget()
         self.janitor.forget()
+        self.listeners.forget()
+        self.record.forget()
 
 
 def open_executor(

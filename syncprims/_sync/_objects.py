@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from syncprims._core.objects import ExpirableCore, ObjectCore
@@ -76,6 +77,83 @@ class RObject:
             TransportError: Redis could not be reached (after retries).
         """
         return _run(self._core.touch())
+
+    def add_listener(
+        self,
+        *,
+        on_expired: Callable[[str], None] | None = None,
+        on_deleted: Callable[[str], None] | None = None,
+        configure: bool = True,
+    ) -> int:
+        """Be told when the object's key expires or is deleted, by any client (Redisson
+        ``RObservable.addListener`` with an ``ExpiredObjectListener`` /
+        ``DeletedObjectListener``).
+
+        Built on [Redis keyspace notifications](
+        https://redis.io/docs/latest/develop/use/keyspace-notifications/): the client
+        subscribes to ``__keyspace@<db>__:<name>`` and reacts to its ``expired`` and ``del``
+        events (``DEL`` and ``UNLINK``; a lock's last ``unlock()`` and ``force_unlock()``
+        delete its key). Only the main key (``name``) is watched. In a cluster the channel
+        is subscribed on the node that owns the name's slot; a listener stays with that node
+        (after resharding or a failover, remove it and add it again). Events published while
+        the pub/sub connection is down are lost.
+
+        Each callback is called as ``callback(name)``.
+        It runs on the client's services thread: keep it short (the watchdog runs there too).
+        Callbacks run one at a time, in the order of the events; one that raises is logged
+        (logger ``syncprims.listeners``) and later events are delivered as usual. Listeners
+        are removed when the client shuts down.
+
+        Args:
+            on_expired: called when Redis removes the key because its time to live ran out.
+            on_deleted: called when the key is deleted (``DEL``, ``UNLINK``).
+            configure: ``True`` (default): first make sure the server publishes the events,
+                adding the flags ``K``, ``g`` and ``x`` to ``notify-keyspace-events`` with
+                ``CONFIG SET`` on the key's node (keeping the flags already set).
+                ``False``: change nothing; for a server whose operator enabled them
+                (``notify-keyspace-events`` holding ``Kgx``, or ``KA``) and that refuses
+                ``CONFIG`` (an ACL without ``+config``, a managed Redis).
+
+        Returns:
+            The listener's id (an ``int``), for ``remove_listener``.
+
+        Raises:
+            TypeError: neither callback given, one not callable, or ``configure`` not a
+                ``bool``.
+            ServerReplyError: Redis refused ``CONFIG GET`` / ``CONFIG SET`` (``code`` is
+                Redis's, e.g. ``"NOPERM"``) or the subscription (an ACL without the channel).
+            RedisTimeoutError: Redis did not confirm the subscription within
+                ``Config.subscription_timeout``.
+            TransportError: Redis could not be reached (after retries).
+            ClientClosedError: the client is shut down.
+
+        Example:
+            ```python
+            lock = client.get_lock("orders:42")
+            listener = lock.add_listener(on_deleted=lambda name: print(name, "is free"))
+            ...
+            lock.remove_listener(listener)
+            ```
+        """
+        return _run(self._core.add_listener(on_expired, on_deleted, configure=configure))
+
+    def remove_listener(self, listener_id: int) -> bool:
+        """Remove a listener added by ``add_listener`` (Redisson
+        ``RObservable.removeListener``); no callback of it runs after this returns, except
+        one already running. Makes no Redis call and never blocks: the subscription is
+        dropped in the background when no listener of the object is left.
+
+        Args:
+            listener_id: the id ``add_listener`` returned.
+
+        Returns:
+            ``True`` if the listener was registered on this object (``False``: unknown, already
+            removed, or another object's).
+
+        Raises:
+            TypeError: ``listener_id`` is not an ``int``.
+        """
+        return self._core.remove_listener(listener_id)
 
 
 class RExpirable(RObject):

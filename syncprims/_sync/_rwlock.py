@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.info import LockInfo
 from syncprims._protocol.statistics import LockStatistics
+from syncprims._protocol.stepping import run as _run
 from syncprims._sync._lock import RLock
 from syncprims._sync._objects import RExpirable
 
@@ -88,3 +90,18 @@ class ReadWriteLock(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return (self._read.statistics(), self._write.statistics())
+
+    def info(self) -> LockInfo:
+        """What the lock keeps in Redis now: its mode, each reader (with its longest lease)
+        and the writer, the TTL, the waiting writers (``writer_preference=True``) and the
+        subscribers of its channel; the same as either side's
+        [`info`][syncprims.RLock.info].
+
+        Returns:
+            A [`LockInfo`][syncprims.LockInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the lock's keys (an ACL).
+        """
+        return _run(self._core.info())

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Self, final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._protocol.info import SemaphoreInfo
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
@@ -182,6 +183,19 @@ class Semaphore(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return _run(self._core.statistics())
+
+    def info(self) -> SemaphoreInfo:
+        """What the semaphore keeps in Redis now: the permits available, the TTL and the
+        subscribers of its channel (its waiters).
+
+        Returns:
+            A [`SemaphoreInfo`][syncprims.SemaphoreInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the semaphore's key (an ACL).
+        """
+        return _run(self._core.info())
 
 
 @final
@@ -405,3 +419,16 @@ class PermitExpirableSemaphore(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return _run(self._core.statistics())
+
+    def info(self) -> SemaphoreInfo:
+        """What the semaphore keeps in Redis now: the permits available, each leased
+        permit with the time left on its lease, the TTL and the subscribers of its channel.
+
+        Returns:
+            A [`SemaphoreInfo`][syncprims.SemaphoreInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the semaphore's keys (an ACL).
+        """
+        return _run(self._core.info())

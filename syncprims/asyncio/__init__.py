@@ -18,6 +18,15 @@ pub/sub reader and watchdog run on that loop, through the pool it was given.
 
 from syncprims import errors
 from syncprims._core.owners import OwnerId
+from syncprims._protocol.info import (
+    ClientProcess,
+    LatchInfo,
+    LockHolder,
+    LockInfo,
+    LockWaiter,
+    PermitLease,
+    SemaphoreInfo,
+)
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
@@ -63,6 +72,7 @@ __all__ = [
     "AuthenticationError",
     "Client",
     "ClientClosedError",
+    "ClientProcess",
     "Config",
     "ConnectOptions",
     "CountDownLatch",
@@ -75,8 +85,12 @@ __all__ = [
     "LockReentryError",
     "LockTimeoutError",
     "MonkeyPatchedError",
+    "LatchInfo",
+    "LockHolder",
+    "LockInfo",
     "LatchStatistics",
     "LockStatistics",
+    "LockWaiter",
     "LossReason",
     "OwnerId",
     "LostCallback",
@@ -85,6 +99,7 @@ __all__ = [
     "NonReentrantFairLock",
     "NonReentrantLock",
     "PermitExpirableSemaphore",
+    "PermitLease",
     "PermitNotHeldError",
     "RExpirable",
     "RLock",
@@ -96,6 +111,7 @@ __all__ = [
     "RedisTimeoutError",
     "ReplicaSyncError",
     "Semaphore",
+    "SemaphoreInfo",
     "SemaphoreStatistics",
     "ServerReplyError",
     "Source",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.latch import CountDownLatchCore
+from syncprims._protocol.info import LatchInfo
 from syncprims._protocol.statistics import LatchStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._objects import RObject
@@ -96,3 +97,16 @@ class CountDownLatch(RObject):
             TransportError: Redis could not be reached (after retries).
         """
         return await self._core.statistics()
+
+    async def info(self) -> LatchInfo:
+        """What the latch keeps in Redis now: the count, the TTL and the subscribers of its
+        channel (its waiters).
+
+        Returns:
+            A [`LatchInfo`][syncprims.LatchInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the latch's key (an ACL).
+        """
+        return await self._core.info()

@@ -13,6 +13,7 @@ from syncprims._core.lock import LockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.owners import explicit_owner as _explicit
+from syncprims._protocol.info import LockInfo
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
@@ -383,3 +384,28 @@ class RLock(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return await self._core.statistics(_owner() if owner is None else _explicit(owner))
+
+    async def info(self) -> LockInfo:
+        """What the lock keeps in Redis now, whoever holds it: for health checks, admin pages
+        and tests (``syncprims inspect NAME`` prints the same).
+
+        Reads (never writes) the holders with their hold counts, the TTL, the waiters Redis
+        records (a fair lock's queue with each deadline, the syncprims clients registered
+        as waiting for an RLock, a read-write lock's waiting writers), a fenced lock's token
+        and the subscribers of the lock's channels, and names each holder's and waiter's
+        process (host, pid, client name) from the record its syncprims client keeps in
+        Redis; a holder with no record (``syncprims_client=False``) is not a syncprims
+        client, for example a Redisson Java client. A read-write lock's sides both show the
+        whole lock.
+
+        Returns:
+            A [`LockInfo`][syncprims.LockInfo] (a few reads, not atomic together: it may be
+            stale as soon as it is returned).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the lock's keys (an ACL). A refused
+                subscriber count or client record is reported as unknown (``None``)
+                instead.
+        """
+        return await self._core.info()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import final
 
 from syncprims._core.rwlock import ReadWriteLockCore
+from syncprims._protocol.info import LockInfo
 from syncprims._protocol.statistics import LockStatistics
 from syncprims.asyncio._lock import RLock
 from syncprims.asyncio._objects import RExpirable
@@ -86,3 +87,18 @@ class ReadWriteLock(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return (await self._read.statistics(), await self._write.statistics())
+
+    async def info(self) -> LockInfo:
+        """What the lock keeps in Redis now: its mode, each reader (with its longest lease)
+        and the writer, the TTL, the waiting writers (``writer_preference=True``) and the
+        subscribers of its channel; the same as either side's
+        [`info`][syncprims.asyncio.RLock.info].
+
+        Returns:
+            A [`LockInfo`][syncprims.LockInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the lock's keys (an ACL).
+        """
+        return await self._core.info()

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Self, final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
+from syncprims._protocol.info import SemaphoreInfo
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims.asyncio._decorate import P, T, locked
@@ -179,6 +180,19 @@ class Semaphore(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return await self._core.statistics()
+
+    async def info(self) -> SemaphoreInfo:
+        """What the semaphore keeps in Redis now: the permits available, the TTL and the
+        subscribers of its channel (its waiters).
+
+        Returns:
+            A [`SemaphoreInfo`][syncprims.SemaphoreInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the semaphore's key (an ACL).
+        """
+        return await self._core.info()
 
 
 @final
@@ -402,3 +416,16 @@ class PermitExpirableSemaphore(RExpirable):
             TransportError: Redis could not be reached (after retries).
         """
         return await self._core.statistics()
+
+    async def info(self) -> SemaphoreInfo:
+        """What the semaphore keeps in Redis now: the permits available, each leased
+        permit with the time left on its lease, the TTL and the subscribers of its channel.
+
+        Returns:
+            A [`SemaphoreInfo`][syncprims.SemaphoreInfo] (a few reads, not atomic together).
+
+        Raises:
+            TransportError: Redis could not be reached (after retries).
+            ServerReplyError: Redis refused to read the semaphore's keys (an ACL).
+        """
+        return await self._core.info()

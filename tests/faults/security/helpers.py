@@ -38,6 +38,7 @@ ACL_KEYS = (
     "~syncprims_lock_herald:{app:*",
     "~syncprims_lock_granted:{app:*",
     "~syncprims_lock_handoff:{app:*",  # the direct grant's lists (made in the script)
+    "~syncprims_client:*",  # each client's record (host, pid) for info() and inspect
 )
 """Key patterns (``~``) of the ACL user."""
 

@@ -1,0 +1,199 @@
+"""A client's record in Redis: which process it is, for ``info()`` and ``syncprims inspect``.
+
+Operators ask "which process holds this lock?". A lock's hash field names the holder's
+client id and owner (``<client uuid>:<owner id>``), nothing about the process. Each client
+that acquires keeps one small record, ``syncprims_client:{<client id>}`` =
+``{"host": ..., "pid": ..., "client_name": ..., "version": ...}`` (a JSON string, ``SET ...
+PX``), which ``info()`` reads for each holder and waiter.
+
+Decisions:
+
+* **Off the lock's hot path.** ``connect()`` writes the record, one ``SET`` after its
+  ``PING`` on the connecting caller's connection (:meth:`ClientRecord.first_command`); the
+  first acquisition (its first ``refuse_if_closing``) only arms the refresh timer on the
+  services loop, and later ones compare the client id with the one announced. No acquire
+  waits for the record and no acquire script changes. (The first version wrote it in the
+  background at the first acquisition: in the blocking face that write could hold a
+  master's kept connection when the master froze, and the RedLock fan-out then opened a new
+  connection there and waited out its handshake: ``tests/faults/test_redlock_faults.py``.)
+* **Lives with the client.** The record expires :data:`TTL` after its last write and is
+  written again every :data:`REFRESH` from a timer of the services loop (one ``SET`` per
+  client every few minutes, whatever it holds), so a lock held for hours by the watchdog
+  keeps its record; a process that died leaves it for at most :data:`TTL`; shutdown deletes
+  it. A forked child has a new client id (``syncprims._runtime.base``) and announces anew.
+* **Not ``CLIENT SETNAME``.** syncprims drives the connections of the application's own
+  pool (``syncprims._transport.connections``): naming them after the client id would
+  replace the application's ``client_name`` on connections it uses too, and ``CLIENT LIST``
+  gives no pid anyway (and is often refused by ACLs).
+* **Best effort.** A write that fails is logged at DEBUG and tried again at the next
+  refresh (an outage), or never again (``NOPERM``: an ACL without ``~syncprims_client:*``,
+  one ``ACL LOG`` entry per client); ``info()`` then reports the holder as having no record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.metadata
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from syncprims._protocol.info import record_key
+from syncprims._services.loop import Scheduler
+from syncprims.errors import ServerReplyError
+
+__all__ = ["REFRESH", "TTL", "ClientRecord"]
+
+log = logging.getLogger("syncprims.services")
+
+TTL = 600.0
+"""Seconds a record lives after its last write."""
+REFRESH = 180.0
+"""Seconds between writes of a live client's record."""
+
+
+class CommandRunner(Protocol):
+    """What the record needs from the transport: one plain command on the services loop."""
+
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> object: ...
+
+
+class ClientRecord:
+    """Writes and refreshes one client's record; every method but :meth:`withdraw` never
+    blocks and may be called from any thread.
+
+    Args:
+        services: the loop the writes run on.
+        runner: runs one command there.
+        client_id: the client's current id (it changes in a forked child).
+        client_name: the application's client name for its connections, if any.
+    """
+
+    def __init__(
+        self,
+        services: Scheduler,
+        runner: CommandRunner,
+        client_id: Callable[[], str],
+        client_name: str | None,
+    ) -> None:
+        self._services = services
+        self._runner = runner
+        self._client_id = client_id
+        self._client_name = client_name
+        self._mutex = threading.Lock()
+        self.announced: str | None = None
+        """The client id whose record is kept (read without the lock: a stale read only
+        makes :meth:`announce` look again)."""
+        self._written: str | None = None  # the client id written at connect
+        self._ms = round(TTL * 1000)
+        self._timer: asyncio.TimerHandle | None = None  # loop-only
+        self._closed = False
+
+    def announce(self) -> None:
+        """Keep the record of the current client id, from now on (idempotent, cheap)."""
+        client_id = self._client_id()
+        if self.announced == client_id:
+            return
+        with self._mutex:
+            if self.announced == client_id or self._closed:
+                return
+            self.announced = client_id
+        self._services.call_soon(self._arm if self._written == client_id else self._refresh)
+
+    def first_command(self) -> tuple[str | int, ...] | None:
+        """At connect: the ``SET`` that writes the current client id's record, for the
+        connecting caller to send (``None`` when written already or closed)."""
+        client_id = self._client_id()
+        with self._mutex:
+            if self._written == client_id or self._closed:
+                return None
+            self._written = client_id
+        return ("SET", record_key(client_id), self.value(), "PX", self._ms)
+
+    def refused(self, error: BaseException) -> None:
+        """The connect-time write failed: best effort (see the module docstring)."""
+        if isinstance(error, ServerReplyError) and error.code == "NOPERM":
+            self._closed = True  # an ACL without the key: not again
+        self._written = None  # else the refresh writes it
+        log.debug("client record: SET at connect failed: %s", error)
+
+    def _arm(self) -> None:
+        """On the loop: the next write after :data:`REFRESH` (written at connect)."""
+        if self._closed or self._timer is not None:
+            return
+        self._timer = asyncio.get_running_loop().call_later(REFRESH, self._refresh)
+
+    def _refresh(self) -> None:
+        """On the loop: write now, and again after :data:`REFRESH`."""
+        if self._closed:
+            return
+        self._services.spawn(self._write())
+        self._timer = asyncio.get_running_loop().call_later(REFRESH, self._refresh)
+
+    def value(self) -> str:
+        """The record's JSON text, for the current process."""
+        return json.dumps(
+            {
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "client_name": self._client_name,
+                "version": _version(),
+            },
+            separators=(",", ":"),
+        )
+
+    async def _write(self) -> None:
+        client_id = self.announced
+        if client_id is None:
+            return
+        key = record_key(client_id)
+        try:
+            await self._runner.command(
+                "SET", key, self.value(), "PX", self._ms,
+                context="writing the client record", route=key,
+            )  # fmt: skip
+        except ServerReplyError as error:
+            if error.code == "NOPERM":  # an ACL without the key: not again (ACL LOG stays quiet)
+                self._closed = True
+                if self._timer is not None:
+                    self._timer.cancel()
+            log.debug("client record %s: SET refused: %s", key, error)
+        except Exception as error:  # best effort: info() then shows no record
+            log.debug("client record %s: SET failed: %s", key, error)
+
+    async def withdraw(self) -> None:
+        """At shutdown, on the loop: stop refreshing and delete the record (best effort)."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        client_id, self.announced = self.announced, None
+        if client_id is None:
+            return
+        key = record_key(client_id)
+        try:
+            await self._runner.command("DEL", key, context="deleting the client record", route=key)
+        except Exception as error:  # it expires by its TTL
+            log.debug("client record %s: DEL failed: %s", key, error)
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child: the parent's timer did not survive."""
+        self._mutex = threading.Lock()
+        self.announced = None
+        self._written = None
+        self._timer = None
+
+
+@functools.cache
+def _version() -> str:
+    """The installed syncprims version (read from the package metadata: this layer does not
+    import the package's top)."""
+    try:
+        return importlib.metadata.version("syncprims")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
