@@ -128,7 +128,10 @@ def test_an_embedded_server_starts_once() -> None:
 
 @pytest.mark.parametrize("peer", ["syncprims", "syncprims-pooled", "redis-py", "script-pair"])
 def test_the_scale_scenario_measures_each_peer(redis_server: RedisServer, peer: str) -> None:
-    result = asyncio.run(_scale_one(redis_server.url, peer, 8, peer != "script-pair", 0.3))
+    # redis-py's Lock polls every 0.1 s on the hot names: a window of several polls, so that
+    # a loaded machine still sees pairs finish in it (0.3 s failed once under load).
+    window = 1.0 if peer == "redis-py" else 0.3
+    result = asyncio.run(_scale_one(redis_server.url, peer, 8, peer != "script-pair", window))
     assert result["errors"] == 0
     assert result["pairs"] > 0 and result["p99"] >= result["p50"] > 0
     assert result["connections"] >= 1
