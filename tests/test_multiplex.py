@@ -5,8 +5,8 @@ caller goes away or the connection breaks."""
 from __future__ import annotations
 
 import asyncio
-import time
 import random
+import time
 import uuid
 from typing import Any
 
