@@ -306,6 +306,16 @@ class _Release:
     async def run(self, call: ScriptCall) -> Any:
         """Run ``call`` with retries. Raises as ``with_retry`` (and ``ServerReplyError``)."""
         ex = self._ex
+        try:  # the first attempt here: no closure and no retry coroutine unless it fails
+            return await ex.eval(call.script, call.keys, call.args, context=self._context)
+        except TransportError as error:
+            self.unknown = self.unknown or error.maybe_executed
+            first = error
+        except ServerReplyError:  # nothing ran
+            raise
+        except BaseException:  # cancelled in flight: it may run
+            self.unknown = True
+            raise
 
         async def once() -> Any:
             try:
@@ -319,7 +329,7 @@ class _Release:
                 self.unknown = True
                 raise
 
-        return await with_retry(ex, once, idempotent=True)
+        return await with_retry(ex, once, idempotent=True, failed=first)
 
 
 class LockCore(ExpirableCore):
@@ -910,23 +920,18 @@ class LockCore(ExpirableCore):
 
     # -- acquire ------------------------------------------------------------------------------
 
-    async def attempt(
+    def attempt(
         self,
         field: str,
         lease: int,
         watchdog: bool,
         wait: float,
         grant: _GrantWait | None = None,
-    ) -> int | None:
+    ) -> Coroutine[Any, Any, int | None]:
         """One run of the acquire script; ``None`` when acquired, else how long to wait (ms).
-        A ``NOPERM`` on the one-wake script (nothing ran) falls back to Redisson's."""
-        tried = self._own_keys()
-        try:
-            return await self._attempt(field, lease, watchdog, wait, grant)
-        except ServerReplyError as error:
-            if not self._refuses_one_wake(error, tried=tried):
-                raise
-        return await self._attempt(field, lease, watchdog, wait)
+        A ``NOPERM`` on the one-wake script (nothing ran) falls back to Redisson's. A
+        coroutine: :meth:`_attempt`'s own (no layer around it on the hot path)."""
+        return self._attempt(field, lease, watchdog, wait, grant)
 
     async def _attempt(
         self,
@@ -944,9 +949,10 @@ class LockCore(ExpirableCore):
         :class:`_GrantWait`), the attempt keeps the wait registered and may claim a grant.
         """
         ex = self._ex
+        tried = self._own_keys()  # for the NOPERM fall-back (attempt's docstring)
         # registered only while the grant channel is confirmed: a grant to a member whose
         # channel is not subscribed yet would find no subscriber and skip it
-        if grant is not None and not self._own_keys():
+        if grant is not None and not tried:
             grant = None  # fell back to Redisson's scripts (ACL)
         if grant is None:
             call = self.acquire_command(field, lease, wait)
@@ -996,18 +1002,30 @@ class LockCore(ExpirableCore):
                     idempotent=False,
                 )
             else:
-                reply = await with_retry(
-                    ex,
-                    lambda: ex.eval(
+                try:  # the first attempt here: no closure and no retry coroutine unless it fails
+                    reply = await ex.eval(
                         call.script, call.keys, call.args, context=context, on_orphan=orphan
-                    ),
-                    idempotent=False,
-                )
+                    )
+                except TransportError as error:
+                    if error.maybe_executed:
+                        raise
+                    reply = await with_retry(
+                        ex,
+                        lambda: ex.eval(
+                            call.script, call.keys, call.args, context=context, on_orphan=orphan
+                        ),
+                        idempotent=False,
+                        failed=error,
+                    )
         except TransportError as error:
             if error.maybe_executed:
                 self._taint(field)
             raise
-        except SyncPrimsError:  # Redis answered (an error reply): nothing comes later
+        except ServerReplyError as error:  # Redis answered (an error reply): nothing comes later
+            if self._refuses_one_wake(error, tried=tried):  # NOPERM: Redisson's scripts now
+                return await self._attempt(field, lease, watchdog, wait)
+            raise
+        except SyncPrimsError:
             raise
         except BaseException:  # cancelled in flight
             self._taint(field)

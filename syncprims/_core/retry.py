@@ -27,8 +27,18 @@ __all__ = ["releasing", "with_retry"]
 T = TypeVar("T")
 
 
-async def with_retry(ex: Executor, op: Callable[[], Awaitable[T]], *, idempotent: bool) -> T:
+async def with_retry(
+    ex: Executor,
+    op: Callable[[], Awaitable[T]],
+    *,
+    idempotent: bool,
+    failed: TransportError | None = None,
+) -> T:
     """Await ``op()``, retrying on transport errors as the module docstring says.
+
+    ``failed``: the error the caller's own first attempt ended with (the hot paths make
+    their first attempt themselves, without this coroutine and a closure around it); the
+    retries then go on from it as if this function had made that attempt.
 
     Raises:
         TransportError: the last error, once retries are spent or not allowed.
@@ -37,15 +47,19 @@ async def with_retry(ex: Executor, op: Callable[[], Awaitable[T]], *, idempotent
     deadline = ex.monotonic() + bounds.operation_timeout
     per_attempt = bounds.connect_timeout + bounds.timeout
     attempt = 0
+    error = failed
     while True:
-        try:
-            return await op()
-        except TransportError as error:
-            if attempt >= bounds.retry_attempts or (error.maybe_executed and not idempotent):
-                raise
-            delay = ex.retry_delay(attempt)
-            if ex.monotonic() + delay + per_attempt > deadline:
-                raise
+        if error is None:
+            try:
+                return await op()
+            except TransportError as raised:
+                error = raised
+        if attempt >= bounds.retry_attempts or (error.maybe_executed and not idempotent):
+            raise error
+        delay = ex.retry_delay(attempt)
+        if ex.monotonic() + delay + per_attempt > deadline:
+            raise error
+        error = None
         await ex.sleep(delay)
         attempt += 1
 

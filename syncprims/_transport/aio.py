@@ -271,7 +271,7 @@ class AsyncServer:
         per-call way, which loads the script and runs it again."""
         slot = connection.submit_timed(chunks, on_orphan, self.timeout)
         try:
-            reply = (await slot.future)[0]
+            reply = await slot.future
         except BrokenError as broken:
             raise translate(
                 broken.cause,

@@ -69,17 +69,35 @@ class Slot:
     """One call on a shared connection: its commands, how many replies it expects, and
     the future its caller awaits (the replies, error replies as exception values)."""
 
-    __slots__ = ("chunks", "count", "deadline", "future", "on_orphan", "replies", "sent", "wire")
+    __slots__ = (
+        "chunks",
+        "count",
+        "deadline",
+        "future",
+        "on_orphan",
+        "replies",
+        "sent",
+        "single",
+        "wire",
+    )
 
-    def __init__(self, future: asyncio.Future[list[Any]], chunks: list[Any], count: int) -> None:
+    def __init__(
+        self, future: asyncio.Future[Any], chunks: list[Any], count: int, single: bool = False
+    ) -> None:
         self.future = future
         self.chunks = chunks
         self.count = count
-        self.replies: list[Any] = []
+        # single: one command whose future gets its reply itself, not a list of replies (a
+        # timed slot: one object less per call, which counts under thousands of tasks)
+        self.single = single
+        self.replies: list[Any] = [] if not single else _NO_REPLIES
         self.sent = False  # written: it may run
         self.on_orphan: Orphan | None = None
         self.wire: Any = None  # the wire it was written on
         self.deadline: float | None = None  # a timed slot's (loop time): see MuxConnection
+
+
+_NO_REPLIES: list[Any] = []  # a single slot's (never appended to)
 
 
 class SlotTimeoutError(Exception):
@@ -157,13 +175,20 @@ class MuxConnection:
             return None
         return wire.conn
 
-    def submit(self, chunks: list[Any], count: int, on_orphan: Orphan | None = None) -> Slot:
+    def submit(
+        self,
+        chunks: list[Any],
+        count: int,
+        on_orphan: Orphan | None = None,
+        *,
+        single: bool = False,
+    ) -> Slot:
         """Queue ``chunks`` (``count`` commands) for the next write, after :meth:`ready`;
         await the slot's future for the replies, in order (an error reply is the exception,
         not raised; a broken connection raises :class:`BrokenError`). ``on_orphan`` gets
         the last reply if the caller has gone away when it comes (set now: the reader may
         get the reply before the cancelled caller runs again)."""
-        slot = Slot(self._loop.create_future(), chunks, count)
+        slot = Slot(self._loop.create_future(), chunks, count, single)
         slot.on_orphan = on_orphan
         self._unsent.append(slot)
         if not self._flush_scheduled:
@@ -177,8 +202,9 @@ class MuxConnection:
         reply came ``timeout`` seconds from now (checked every quarter of it, at most every
         0.25 s), the slot's future ends with :class:`SlotTimeoutError` and, when it was
         written, its wire is retired as after any caller's deadline (the server is silent;
-        the late reply still goes to ``on_orphan``)."""
-        slot = self.submit(chunks, 1, on_orphan)
+        the late reply still goes to ``on_orphan``). The future's result is the reply itself
+        (an error reply as the exception value), not a list."""
+        slot = self.submit(chunks, 1, on_orphan, single=True)
         loop = self._loop
         slot.deadline = loop.time() + timeout
         if self._sweeper is None:
@@ -312,6 +338,10 @@ class MuxConnection:
                 if not waiting:  # a reply nobody asked for: the stream is out of step
                     raise ConnectionError("an unexpected reply; the connection is closed")
                 slot = waiting[0]
+                if slot.single:
+                    waiting.popleft()
+                    self._deliver_single(slot, reply)
+                    continue
                 slot.replies.append(reply)
                 if len(slot.replies) < slot.count:
                     continue
@@ -330,6 +360,14 @@ class MuxConnection:
             return
         if slot.on_orphan is not None:
             self._hand_over(slot.replies[-1], slot.on_orphan)
+
+    def _deliver_single(self, slot: Slot, reply: Any) -> None:
+        future = slot.future
+        if not future.done():
+            future.set_result(reply)
+            return
+        if slot.on_orphan is not None:
+            self._hand_over(reply, slot.on_orphan)
 
     def _hand_over(self, reply: Any, on_orphan: Orphan) -> None:
         """Await ``on_orphan(reply)`` in the background (the call's caller went away)."""
@@ -355,7 +393,8 @@ class MuxConnection:
             # The reply came, but its caller was cancelled before it ran again (a task's
             # cancel() after its future completed): it is the caller's to undo, here.
             if slot.on_orphan is not None and future.exception() is None:
-                self._hand_over(future.result()[-1], slot.on_orphan)
+                result = future.result()
+                self._hand_over(result if slot.single else result[-1], slot.on_orphan)
             return
         wire = slot.wire
         if timed_out and wire is not None and not wire.retired and slot in wire.waiting:
