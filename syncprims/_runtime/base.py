@@ -21,11 +21,11 @@ from redis.backoff import EqualJitterBackoff
 from syncprims._protocol.ids import new_client_id
 from syncprims._protocol.keyspace import is_keyspace_channel
 from syncprims._protocol.timing import Bounds
-from syncprims._services.record import ClientRecord
+from syncprims._services.record import ClientRecord, CommandRunner
 from syncprims._transport.errors import key_slot
 from syncprims._transport.sources import CONNECT_TIMEOUT, Source
 from syncprims.config import DEFAULT_TIMEOUT, Config
-from syncprims.errors import ClientClosedError
+from syncprims.errors import ClientClosedError, SyncPrimsError
 
 __all__ = ["ExecutorBase"]
 
@@ -105,6 +105,19 @@ class ExecutorBase:
             raise ClientClosedError(f"the client is shut down ({context})")
         if self.record.announced != self.client_id:  # inline: no call per acquisition
             self.record.announce()
+
+    async def write_record(self, transport: CommandRunner) -> None:
+        """At connect, after ``PING``: write the client's record on ``transport``, the
+        connecting caller's (best effort: ``syncprims._services.record``)."""
+        record = self.record.first_command()
+        if record is None:
+            return
+        try:
+            await transport.command(
+                *record, context="writing the client record", route=str(record[1])
+            )
+        except SyncPrimsError as error:
+            self.record.refused(error)
 
     def releases_done(self, deadline: float) -> bool:
         """Whether no release is in flight; polled by shutdown until ``deadline``

@@ -147,14 +147,7 @@ class SyncExecutor(ExecutorBase):
         if isinstance(self.transport, ClusterRouter):
             await self.transport.ready()
         await self.transport.command("PING", context="connecting")
-        record = self.record.first_command()
-        if record is not None:  # which process this client is (syncprims._services.record)
-            try:
-                await self.transport.command(
-                    *record, context="writing the client record", route=str(record[1])
-                )
-            except SyncPrimsError as error:
-                self.record.refused(error)
+        await self.write_record(self.transport)
         if self.config.lock_synced_replicas == "auto" and not isinstance(
             self.transport, ClusterRouter
         ):

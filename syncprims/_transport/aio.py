@@ -216,6 +216,12 @@ class AsyncServer:
         self._idle_cap = _IDLE_CAP if is_plain_pool(pool) else 0
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
 
+    def _translate(self, error: BaseException, context: str, *, sent: bool) -> SyncPrimsError:
+        """``translate`` with this server's address and reply timeout."""
+        return translate(
+            error, context=context, address=self.address, timeout=self.timeout, sent=sent
+        )
+
     def _bind(self) -> _Deadlines:
         loop = bind_loop(self._loop)
         deadlines = self._deadlines
@@ -273,30 +279,16 @@ class AsyncServer:
         try:
             reply = await slot.future
         except BrokenError as broken:
-            raise translate(
-                broken.cause,
-                context=context,
-                address=self.address,
-                timeout=self.timeout,
-                sent=broken.sent,
-            ) from broken.cause
+            raise self._translate(broken.cause, context, sent=broken.sent) from broken.cause
         except SlotTimeoutError:
-            raise translate(
-                TimeoutError(),
-                context=context,
-                address=self.address,
-                timeout=self.timeout,
-                sent=slot.sent,
-            ) from None
+            raise self._translate(TimeoutError(), context, sent=slot.sent) from None
         except asyncio.CancelledError:
             connection.abandon(slot, timed_out=False)
             raise
         if isinstance(reply, Exception):
             if isinstance(reply, ERRORS.no_script):
                 return await self._call(command, context, on_orphan=on_orphan, script=script)
-            raise translate(
-                reply, context=context, address=self.address, timeout=self.timeout, sent=True
-            ) from reply
+            raise self._translate(reply, context, sent=True) from reply
         return reply
 
     async def command(
@@ -418,13 +410,7 @@ class AsyncServer:
                 timed_out = deadlines.timed_out(key)
                 if first is not _NOTHING and timed_out:  # then's reply did not come in time
                     await _drop(conn)
-                    late = translate(
-                        TimeoutError(),
-                        context=context,
-                        address=self.address,
-                        timeout=self.timeout,
-                        sent=True,
-                    )
+                    late = self._translate(TimeoutError(), context, sent=True)
                     return first, late
                 if conn is not None and sent and on_orphan is not None:
                     keep = False
@@ -438,15 +424,11 @@ class AsyncServer:
                     raise TimeoutError from None
                 raise
         except ERRORS.response as error:
-            raise translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=sent
-            ) from error
+            raise self._translate(error, context, sent=sent) from error
         except ERRORS.failures as error:
             if keep and conn is not None:
                 await _drop(conn)
-            raise translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=sent
-            ) from error
+            raise self._translate(error, context, sent=sent) from error
         except BaseException:
             if keep and conn is not None:
                 await _drop(conn)
@@ -526,12 +508,8 @@ class AsyncServer:
                     raise reply
                 return reply
             except BrokenError as broken:
-                raise translate(
-                    broken.cause,
-                    context=context,
-                    address=self.address,
-                    timeout=self.timeout,
-                    sent=broken.sent and slot is command_slot,
+                raise self._translate(
+                    broken.cause, context, sent=broken.sent and slot is command_slot
                 ) from broken.cause
             except asyncio.CancelledError:
                 timed_out = deadlines.timed_out(key)
@@ -542,13 +520,9 @@ class AsyncServer:
                     raise TimeoutError from None
                 raise
         except ERRORS.response as error:
-            raise translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=sent
-            ) from error
+            raise self._translate(error, context, sent=sent) from error
         except ERRORS.failures as error:
-            raise translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=sent
-            ) from error
+            raise self._translate(error, context, sent=sent) from error
         finally:
             deadlines.finish(key)
 
@@ -588,21 +562,13 @@ class AsyncServer:
         error = slot.future.exception()
         if error is not None:
             if isinstance(error, BrokenError):
-                return translate(
-                    error.cause,
-                    context=context,
-                    address=self.address,
-                    timeout=self.timeout,
-                    sent=error.sent,
-                )
+                return self._translate(error.cause, context, sent=error.sent)
             return error
         reply = slot.future.result()[-1]
         if isinstance(reply, ERRORS.no_script):
             return NOSCRIPT
         if isinstance(reply, Exception):
-            return translate(
-                reply, context=context, address=self.address, timeout=self.timeout, sent=True
-            )
+            return self._translate(reply, context, sent=True)
         return reply
 
     def timed_out(self, connection: MuxConnection, slot: Slot, context: str) -> SyncPrimsError:
@@ -611,27 +577,17 @@ class AsyncServer:
         retired as silent): the error :meth:`eval` raises then."""
         slot.future.cancel()
         connection.abandon(slot, timed_out=True)
-        return translate(
-            TimeoutError(),
-            context=context,
-            address=self.address,
-            timeout=self.timeout,
-            sent=slot.sent,
-        )
+        return self._translate(TimeoutError(), context, sent=slot.sent)
 
     async def _read_then(self, conn: Any, context: str) -> Any:
         """The reply of the command sent behind a script, or the error it failed with."""
         try:
             return await self._read(conn)
         except ERRORS.response as error:
-            return translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=True
-            )
+            return self._translate(error, context, sent=True)
         except ERRORS.failures as error:
             await _drop(conn)
-            return translate(
-                error, context=context, address=self.address, timeout=self.timeout, sent=True
-            )
+            return self._translate(error, context, sent=True)
 
     async def _skip(self, conn: Any) -> None:
         """Read and drop one reply (an error reply too)."""
