@@ -102,6 +102,21 @@ def lock_fields(servers: Sequence[RedisServer], name: str) -> list[int]:
     return out
 
 
+async def released_everywhere(
+    servers: Sequence[RedisServer], name: str, seconds: float = 5.0
+) -> list[int]:
+    """Wait until no server holds the lock hash ``name``; return the last field counts.
+
+    A MultiLock's or RedLock's unlock returns once a quorum released; the masters still out
+    (one reconnecting after a restart, say) finish in the background within the operation
+    timeout. So a test that checks every master polls, with a bound, instead of reading once.
+    """
+    deadline = time.monotonic() + seconds
+    while any(fields := lock_fields(servers, name)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return fields
+
+
 def sharded_pubsub(client: Any) -> bool:
     """Whether syncprims publishes with ``SPUBLISH`` through ``client``: a cluster of Redis 7
     or newer (Valkey reports a Redis 7 version). A Redis 6.2 cluster has no sharded pub/sub,

@@ -17,7 +17,7 @@ from syncprims import LockNotHeldError
 from syncprims._core import lock as lock_module
 from syncprims._embedded import RedisServer
 from syncprims._protocol import scripts
-from tests.harness import Face, lock_fields, within
+from tests.harness import Face, lock_fields, released_everywhere, within
 
 pytestmark = pytest.mark.real
 
@@ -42,7 +42,7 @@ async def test_red_lock_on_five_masters(face: Face, five: list[RedisServer], nam
     assert not await b(red.try_lock, wait_time=0.3)
     assert lock_fields(five, name) == held  # b's attempts left nothing behind
     await a(red.unlock)
-    assert lock_fields(five, name) == [0, 0, 0, 0, 0]
+    assert await released_everywhere(five, name) == [0, 0, 0, 0, 0]
     assert await b(red.try_lock, wait_time=1)
     await b(red.unlock)
 
@@ -89,7 +89,7 @@ async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
         await a(red.unlock)
         assert await within(10, waiter)
         await b(single.get_lock(name).unlock)
-        assert lock_fields(five, name) == [0, 0, 0, 0, 0]
+        assert await released_everywhere(five, name) == [0, 0, 0, 0, 0]
         plain = [scripts.LOCK_ACQUIRE.sha, scripts.LOCK_UNLOCK.sha]
         one_wake = [scripts.LOCK_ACQUIRE_ONE.sha, scripts.LOCK_UNLOCK_ONE.sha]
         for raw in raws[1:]:  # only the RedLock ran scripts there
@@ -177,7 +177,7 @@ async def test_kept_connections_closed_by_restarts_are_not_written_to(
     assert await a(red.try_lock, lease_time=10)
     assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]
     await a(red.unlock)
-    assert lock_fields(doomed, name) == [0, 0, 0, 0, 0]
+    assert await released_everywhere(doomed, name) == [0, 0, 0, 0, 0]
 
 
 async def test_validity_time_and_expiry(face: Face, five: list[RedisServer], name: str) -> None:
@@ -354,9 +354,12 @@ async def test_the_fast_fan_out_loads_a_flushed_script(five: list[RedisServer], 
         for raw in raws:
             raw.script_flush()
         await red.lock(lease_time=30)
-        assert lock_fields(five, name) == [1, 1, 1, 1, 1]
+        # Every master, unless one answered after the fan-out's grace (a starved machine):
+        # the lock returns with a quorum, and a late grant is released.
+        held = lock_fields(five, name)
+        assert set(held) <= {0, 1} and sum(held) >= 3, held
         await red.unlock()
-        assert lock_fields(five, name) == [0, 0, 0, 0, 0]
+        assert await released_everywhere(five, name) == [0, 0, 0, 0, 0]
     finally:
         await masters.shutdown()
         for raw in raws:
