@@ -5,6 +5,7 @@
 * ``url``: parametrized over ``fake`` and ``real``; ``real_url``: the real one only.
 * ``face``: parametrized over ``sync`` and ``async`` (see ``tests/harness.py``).
 * ``name``: a fresh key name per test.
+* ``client``: the face's client of ``url``, default options (``await face.connect(url)``).
 
 ``async def`` tests run in a fresh event loop each (no plugin needed); the face's clients
 and actors are closed inside that loop when the test ends.
@@ -16,6 +17,7 @@ import asyncio
 import inspect
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -30,10 +32,13 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     kwargs = {arg: pyfuncitem.funcargs[arg] for arg in pyfuncitem._fixtureinfo.argnames}
-    face = kwargs.get("face")
+    face = pyfuncitem.funcargs.get("face")  # requested by the test or by its ``client``
 
     async def main() -> None:
         try:
+            for arg, value in list(kwargs.items()):
+                if isinstance(value, PendingClient):
+                    kwargs[arg] = await value.face.connect(value.url)
             await pyfuncitem.obj(**kwargs)
         finally:
             if isinstance(face, Face):
@@ -41,6 +46,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
     asyncio.run(main())
     return True
+
+
+@dataclass(frozen=True)
+class PendingClient:
+    """What the ``client`` fixture gives: a client is made in the test's event loop, and a
+    fixture runs before that loop exists, so :func:`pytest_pyfunc_call` connects it there."""
+
+    face: Face
+    url: str
 
 
 @pytest.fixture(scope="session")
@@ -153,6 +167,14 @@ LOCK_KINDS: dict[str, MakeLock] = {
 def make_lock(request: pytest.FixtureRequest) -> MakeLock:
     """Every lock kind that behaves like an RLock (the generic lock tests run on each)."""
     return LOCK_KINDS[request.param]
+
+
+@pytest.fixture
+def client(face: Face, url: str) -> PendingClient:
+    """The face's client of ``url`` with default options, as ``await face.connect(url)``
+    would give it: an ``async def`` test receives the client itself, connected in its event
+    loop before the test body runs and shut down with the face when the test ends."""
+    return PendingClient(face, url)
 
 
 @pytest.fixture

@@ -27,8 +27,7 @@ async def test_connect_to_nothing_fails_fast(face: Face) -> None:
     assert "127.0.0.1" in str(info.value)
 
 
-async def test_shutdown_is_idempotent_and_final(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_shutdown_is_idempotent_and_final(face: Face, client: Any, name: str) -> None:
     lock = client.get_lock(name)
     a = face.actor()
     await a(lock.lock)
@@ -40,8 +39,7 @@ async def test_shutdown_is_idempotent_and_final(face: Face, url: str, name: str)
         await a(lock.is_locked)
 
 
-async def test_context_manager_shuts_down(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_context_manager_shuts_down(face: Face, client: Any, name: str) -> None:
     if face.is_async:
 
         async def use() -> None:

@@ -13,8 +13,7 @@ import syncprims
 from tests.harness import Face, raw_pubsub, raw_redis, within
 
 
-async def test_count_downs_open_it_for_every_waiter(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_count_downs_open_it_for_every_waiter(face: Face, client: Any, name: str) -> None:
     latch = client.get_count_down_latch(name)
     a = face.actor()
     assert await a(latch.try_set_count, 3)
@@ -36,8 +35,7 @@ async def test_count_downs_open_it_for_every_waiter(face: Face, url: str, name: 
     assert await a(latch.get_count) == 0
 
 
-async def test_wait_times_out_on_time(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_wait_times_out_on_time(face: Face, client: Any, name: str) -> None:
     latch = client.get_count_down_latch(name)
     a = face.actor()
     await a(latch.try_set_count, 1)
@@ -47,8 +45,7 @@ async def test_wait_times_out_on_time(face: Face, url: str, name: str) -> None:
     assert not await a(latch.await_, 0.1)  # Redisson's name
 
 
-async def test_delete_releases_waiters(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_delete_releases_waiters(face: Face, client: Any, name: str) -> None:
     latch = client.get_count_down_latch(name)
     a = face.actor()
     await a(latch.try_set_count, 2)
@@ -60,8 +57,7 @@ async def test_delete_releases_waiters(face: Face, url: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(("bad", "error"), [(-1, ValueError), ("3", TypeError)])
-async def test_bad_counts(face: Face, url: str, name: str, bad: Any, error: Any) -> None:
-    client = await face.connect(url)
+async def test_bad_counts(face: Face, client: Any, name: str, bad: Any, error: Any) -> None:
     with pytest.raises(error):
         await face.actor()(client.get_count_down_latch(name).try_set_count, bad)
 

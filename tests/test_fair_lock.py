@@ -41,9 +41,8 @@ async def _until(check: Any, timeout: float = 10) -> None:
 
 
 async def test_waiters_acquire_in_the_order_they_queued(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_fair_lock(name)
     holder = face.actor()
     await holder(lock.lock)
@@ -107,9 +106,8 @@ def test_processes_acquire_in_the_order_they_queued(real_url: str, name: str) ->
 
 
 async def test_timed_out_waiters_leave_the_queue_consistent(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_fair_lock(name)
     holder = face.actor()
     await holder(lock.lock, lease_time=30)
@@ -250,9 +248,8 @@ def test_layout_and_messages_match_redisson(url: str, raw: redis.Redis, name: st
 
 
 async def test_unlock_of_an_expired_fair_lock_raises_and_wakes_the_head(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_fair_lock(name)
     a, b = face.actor(), face.actor()
     await a(lock.lock, lease_time=0.3)
@@ -266,9 +263,8 @@ async def test_unlock_of_an_expired_fair_lock_raises_and_wakes_the_head(
 
 
 async def test_delete_removes_the_three_keys(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_fair_lock(name)
     a = face.actor()
     await a(lock.lock)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import redis
 
@@ -27,8 +28,7 @@ return 1
 """
 
 
-async def test_tokens_strictly_increase(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_tokens_strictly_increase(face: Face, client: Any, name: str) -> None:
     lock = client.get_fenced_lock(name)
     a, b = face.actor(), face.actor()
     assert await a(lock.get_token) == 0
@@ -47,8 +47,7 @@ async def test_tokens_strictly_increase(face: Face, url: str, name: str) -> None
     await b(lock.unlock)
 
 
-async def test_lock_and_get_token_honours_the_lease(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_lock_and_get_token_honours_the_lease(face: Face, client: Any, name: str) -> None:
     lock = client.get_fenced_lock(name)
     a = face.actor()
     await a(lock.lock_and_get_token, 0.3)
@@ -56,8 +55,7 @@ async def test_lock_and_get_token_honours_the_lease(face: Face, url: str, name: 
     assert ttl is not None and ttl <= 0.3
 
 
-async def test_delete_removes_lock_and_token(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_delete_removes_lock_and_token(face: Face, client: Any, name: str) -> None:
     lock = client.get_fenced_lock(name)
     a = face.actor()
     await a(lock.lock)

@@ -20,8 +20,7 @@ from syncprims import LockNotHeldError
 from tests.harness import Face, MakeLock, within
 
 
-async def test_try_lock_and_unlock(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_try_lock_and_unlock(make_lock: MakeLock, face: Face, client: Any, name: str) -> None:
     lock = make_lock(client, name)
     a = face.actor()
     assert lock.name == name
@@ -34,8 +33,9 @@ async def test_try_lock_and_unlock(make_lock: MakeLock, face: Face, url: str, na
     assert not await a(lock.is_held_by_current_thread)
 
 
-async def test_reentrant_hold_count(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_reentrant_hold_count(
+    make_lock: MakeLock, face: Face, client: Any, name: str
+) -> None:
     lock = make_lock(client, name)
     a = face.actor()
     assert await a(lock.try_lock)
@@ -52,9 +52,8 @@ async def test_reentrant_hold_count(make_lock: MakeLock, face: Face, url: str, n
 
 
 async def test_unlock_by_another_owner_raises(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
@@ -69,17 +68,15 @@ async def test_unlock_by_another_owner_raises(
 
 
 async def test_unlock_of_a_free_lock_raises(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     with pytest.raises(LockNotHeldError):
         await face.actor()(make_lock(client, name).unlock)
 
 
 async def test_try_lock_without_wait_fails_at_once(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
@@ -92,9 +89,8 @@ async def test_try_lock_without_wait_fails_at_once(
 
 
 async def test_try_lock_wait_time_bounds(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
@@ -109,10 +105,9 @@ async def test_try_lock_wait_time_bounds(
 
 
 async def test_waiter_is_woken_by_unlock(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
     # The holder's lease is the 30 s watchdog: only the unlock message can wake the waiter fast.
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
@@ -128,9 +123,8 @@ async def test_waiter_is_woken_by_unlock(
 
 
 async def test_lock_waits_until_released(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
@@ -144,9 +138,8 @@ async def test_lock_waits_until_released(
 
 
 async def test_force_unlock_wakes_waiters(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b, c = face.actor(), face.actor(), face.actor()
     await a(lock.lock)
@@ -162,8 +155,7 @@ async def test_force_unlock_wakes_waiters(
         await a(lock.unlock)
 
 
-async def test_statistics(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_statistics(make_lock: MakeLock, face: Face, client: Any, name: str) -> None:
     lock = make_lock(client, name)
     a, b, c = face.actor(), face.actor(), face.actor()
     free = await a(lock.statistics)
@@ -188,14 +180,14 @@ async def test_statistics(make_lock: MakeLock, face: Face, url: str, name: str) 
 
 
 async def test_force_unlock_of_free_lock_is_false(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     assert not await face.actor()(make_lock(client, name).force_unlock)
 
 
-async def test_delete_is_force_unlock(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_delete_is_force_unlock(
+    make_lock: MakeLock, face: Face, client: Any, name: str
+) -> None:
     lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock)
@@ -205,9 +197,8 @@ async def test_delete_is_force_unlock(make_lock: MakeLock, face: Face, url: str,
 
 
 async def test_lease_expires_and_unlock_then_raises(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     assert await a(lock.try_lock, lease_time=0.3)
@@ -222,10 +213,9 @@ async def test_lease_expires_and_unlock_then_raises(
 
 
 async def test_waiter_gets_lock_when_lease_runs_out(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
     # Expiry publishes nothing: the waiter's wait is bounded by the holder's TTL.
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     assert await a(lock.try_lock, lease_time=0.5)
@@ -296,8 +286,7 @@ async def test_watchdog_stops_and_reports_a_lost_lock(
     await b(their_lock.unlock)
 
 
-async def test_context_manager(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_context_manager(make_lock: MakeLock, face: Face, client: Any, name: str) -> None:
     lock = make_lock(client, name)
     a = face.actor()
 
@@ -320,9 +309,8 @@ async def test_context_manager(make_lock: MakeLock, face: Face, url: str, name: 
 
 
 async def test_context_manager_releases_on_error(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
 
     if face.is_async:
@@ -342,8 +330,7 @@ async def test_context_manager_releases_on_error(
     assert not await face.call(lock.is_locked)
 
 
-async def test_threading_protocol(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_threading_protocol(make_lock: MakeLock, face: Face, client: Any, name: str) -> None:
     lock = make_lock(client, name)
     a, b = face.actor(), face.actor()
     assert await a(lock.acquire)
@@ -379,12 +366,11 @@ async def test_bad_durations_change_nothing(
     make_lock: MakeLock,
     face: Face,
     *,
-    url: str,
+    client: Any,
     name: str,
     kwargs: dict[str, Any],
     error: type[Exception],
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a = face.actor()
     with pytest.raises(error):
@@ -398,15 +384,13 @@ async def test_bad_durations_change_nothing(
 
 @pytest.mark.parametrize(("bad", "error"), [("", ValueError), (5, TypeError), (b"x", TypeError)])
 async def test_bad_names(
-    make_lock: MakeLock, face: Face, url: str, bad: Any, error: type[Exception]
+    make_lock: MakeLock, client: Any, bad: Any, error: type[Exception]
 ) -> None:
-    client = await face.connect(url)
     with pytest.raises(error):
         make_lock(client, bad)
 
 
-async def test_is_held_by_thread(make_lock: MakeLock, face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_is_held_by_thread(make_lock: MakeLock, face: Face, client: Any, name: str) -> None:
     lock = make_lock(client, name)
     a = face.actor()
     await a(lock.lock)
@@ -446,9 +430,8 @@ async def test_two_clients_exclude_each_other(
 
 
 async def test_expirable_operations_on_a_lock(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     a = face.actor()
     assert await a(lock.remain_time_to_live) is None
@@ -476,9 +459,8 @@ async def test_touch_and_unlink(make_lock: MakeLock, face: Face, real_url: str, 
 
 
 async def test_mutual_exclusion_between_owners(
-    make_lock: MakeLock, face: Face, url: str, name: str
+    make_lock: MakeLock, face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     lock = make_lock(client, name)
     inside = 0
     overlaps = 0

@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -48,8 +49,9 @@ async def test_a_watchdog_loss_is_reported(
     await a(mine.unlock)
 
 
-async def test_an_explicit_lease_is_lost_when_it_runs_out(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_an_explicit_lease_is_lost_when_it_runs_out(
+    face: Face, client: Any, name: str
+) -> None:
     lock = client.get_lock(name)
     a = face.actor()
     with pytest.raises(LockNotHeldError):

@@ -28,10 +28,10 @@ def _reporter() -> tuple[list[str], threading.Event, Any]:
 
 
 async def test_a_max_hold_under_the_watchdog_timeout_is_the_lease(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, client: Any, name: str, raw: Any
 ) -> None:
     reports, reported, on_lost = _reporter()
-    client = await face.connect(url)  # watchdog timeout 30 s
+    # the client has the default watchdog timeout, 30 s
     lock = client.get_lock(name, on_lost=on_lost)
     a = face.actor()
     started = time.monotonic()
@@ -87,9 +87,8 @@ async def test_an_unlock_before_max_hold_is_a_plain_release(
 
 
 async def test_max_hold_is_checked_before_anything_is_sent(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, client: Any, name: str, raw: Any
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_lock(name)
     a = face.actor()
     with pytest.raises(ValueError, match="lease_time=None"):

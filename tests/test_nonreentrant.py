@@ -41,9 +41,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 async def test_a_second_acquire_by_the_owner_is_refused_and_changes_nothing(
-    face: Face, url: str, name: str, kind: str, raw: Any
+    face: Face, client: Any, name: str, kind: str, raw: Any
 ) -> None:
-    client = await face.connect(url)
     lock = KINDS[kind](client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock, 30)
@@ -72,9 +71,8 @@ async def test_a_second_acquire_by_the_owner_is_refused_and_changes_nothing(
 
 
 async def test_a_waiter_gets_it_after_the_one_release(
-    face: Face, url: str, name: str, kind: str
+    face: Face, client: Any, name: str, kind: str
 ) -> None:
-    client = await face.connect(url)
     lock = KINDS[kind](client, name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
@@ -88,8 +86,7 @@ async def test_a_waiter_gets_it_after_the_one_release(
     await b(lock.unlock)
 
 
-async def test_an_explicit_owner_is_refused_too(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_an_explicit_owner_is_refused_too(face: Face, client: Any, name: str) -> None:
     lock = client.get_non_reentrant_lock(name)
     job = client.new_owner()
     await face.actor()(lambda: lock.lock(owner=job))
@@ -150,9 +147,8 @@ def test_the_fall_back_to_redissons_scripts_refuses_a_reentry(redis_server: Any)
 
 
 async def test_a_multilock_of_non_reentrant_locks_refuses_a_reentry_and_keeps_its_hold(
-    face: Face, url: str, name: str
+    face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     multi = client.get_multi_lock(
         client.get_non_reentrant_lock(name + ":1"), client.get_non_reentrant_lock(name + ":2")
     )

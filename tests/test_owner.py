@@ -95,8 +95,9 @@ async def test_on_lost_reports_an_owners_lost_hold(face: Face, url: str, name: s
         await face.actor()(lambda: lock.ensure_held(owner=job))
 
 
-async def test_acquire_try_lock_and_tokens_take_an_owner(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_acquire_try_lock_and_tokens_take_an_owner(
+    face: Face, client: Any, name: str
+) -> None:
     job = client.new_owner()
     a, b = face.actor(), face.actor()
     lock = client.get_lock(name)
@@ -112,8 +113,7 @@ async def test_acquire_try_lock_and_tokens_take_an_owner(face: Face, url: str, n
     assert not await b(fenced.is_locked)
 
 
-async def test_a_multilock_hold_follows_its_owner(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_a_multilock_hold_follows_its_owner(face: Face, client: Any, name: str) -> None:
     multi = client.get_multi_lock(client.get_lock(name + ":1"), client.get_lock(name + ":2"))
     job = client.new_owner()
     a, b = face.actor(), face.actor()
@@ -125,9 +125,8 @@ async def test_a_multilock_hold_follows_its_owner(face: Face, url: str, name: st
 
 
 async def test_a_bad_owner_is_a_type_error_and_sends_nothing(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, client: Any, name: str, raw: Any
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_lock(name)
     a = face.actor()
     for bad in (5, "me", None.__class__):

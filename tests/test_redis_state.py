@@ -103,12 +103,11 @@ def test_unlock_is_idempotent_per_request_id(url: str, raw: redis.Redis, name: s
 
 
 async def test_a_java_holder_excludes_us_and_its_unlock_wakes_us(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
     java_owner = "0d9a4f7e-9f1c-4b8e-a1a5-3c0f5f1d2e77:57"  # "<uuid>:<java thread id>"
     raw.hset(name, java_owner, 1)
     raw.pexpire(name, 30_000)
-    client = await face.connect(url)
     lock = client.get_lock(name)
     a = face.actor()
     assert not await a(lock.try_lock)

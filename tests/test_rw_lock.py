@@ -21,8 +21,7 @@ from syncprims import LockNotHeldError
 from tests.harness import Face, raw_pubsub, within
 
 
-async def test_readers_share_and_exclude_writers(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_readers_share_and_exclude_writers(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name)
     read, write = rw.read_lock(), rw.write_lock()
     r1, r2, w = face.actor(), face.actor(), face.actor()
@@ -46,9 +45,8 @@ async def test_readers_share_and_exclude_writers(face: Face, url: str, name: str
 
 
 async def test_a_write_release_lets_every_waiting_reader_in(
-    face: Face, url: str, name: str
+    face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     rw = client.get_read_write_lock(name)
     w = face.actor()
     await w(rw.write_lock().lock)
@@ -64,8 +62,7 @@ async def test_a_write_release_lets_every_waiting_reader_in(
     assert not await w(rw.is_exists)
 
 
-async def test_reentrancy_counts_on_both_sides(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_reentrancy_counts_on_both_sides(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name)
     read, write = rw.read_lock(), rw.write_lock()
     a = face.actor()
@@ -85,9 +82,8 @@ async def test_reentrancy_counts_on_both_sides(face: Face, url: str, name: str) 
 
 
 async def test_writer_downgrades_to_reader(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     rw = client.get_read_write_lock(name)
     read, write = rw.read_lock(), rw.write_lock()
     a, b = face.actor(), face.actor()
@@ -104,8 +100,7 @@ async def test_writer_downgrades_to_reader(
     assert raw.exists(name) == 0
 
 
-async def test_a_reader_cannot_upgrade(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_a_reader_cannot_upgrade(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name)
     a = face.actor()
     await a(rw.read_lock().lock)
@@ -117,8 +112,7 @@ async def test_a_reader_cannot_upgrade(face: Face, url: str, name: str) -> None:
     await a(rw.write_lock().unlock)
 
 
-async def test_unlock_by_a_non_holder_raises(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_unlock_by_a_non_holder_raises(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name)
     a, b = face.actor(), face.actor()
     with pytest.raises(LockNotHeldError):
@@ -131,8 +125,7 @@ async def test_unlock_by_a_non_holder_raises(face: Face, url: str, name: str) ->
     await a(rw.read_lock().unlock)
 
 
-async def test_force_unlock_acts_on_its_side_only(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_force_unlock_acts_on_its_side_only(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name)
     a = face.actor()
     await a(rw.read_lock().lock)
@@ -142,9 +135,8 @@ async def test_force_unlock_acts_on_its_side_only(face: Face, url: str, name: st
 
 
 async def test_read_leases_and_zombie_readers(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     read = client.get_read_write_lock(name).read_lock()
     a, b = face.actor(), face.actor()
     await a(read.lock, lease_time=0.3)  # a "crashes": nobody renews or releases it

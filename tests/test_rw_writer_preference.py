@@ -20,8 +20,7 @@ from syncprims._protocol.names import rw_writers_name
 from tests.harness import Face, within
 
 
-async def test_a_waiting_writer_holds_back_new_readers(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_a_waiting_writer_holds_back_new_readers(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name, writer_preference=True)
     read, write = rw.read_lock(), rw.write_lock()
     r1, r2, w = face.actor(), face.actor(), face.actor()
@@ -48,9 +47,8 @@ async def test_a_waiting_writer_holds_back_new_readers(face: Face, url: str, nam
 
 
 async def test_the_writer_entry_is_removed_on_success_and_on_give_up(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, client: Any, name: str, raw: Any
 ) -> None:
-    client = await face.connect(url)
     rw = client.get_read_write_lock(name, writer_preference=True)
     read, write = rw.read_lock(), rw.write_lock()
     r, w = face.actor(), face.actor()
@@ -68,10 +66,9 @@ async def test_the_writer_entry_is_removed_on_success_and_on_give_up(
 
 
 async def test_readers_without_the_option_are_not_held_back(
-    face: Face, url: str, name: str
+    face: Face, client: Any, name: str
 ) -> None:
     # Redisson's readers (and syncprims clients without the option) do not know the entry.
-    client = await face.connect(url)
     preferring = client.get_read_write_lock(name, writer_preference=True)
     plain = client.get_read_write_lock(name)
     r1, r2, w = face.actor(), face.actor(), face.actor()
@@ -86,8 +83,9 @@ async def test_readers_without_the_option_are_not_held_back(
     await w(preferring.write_lock().unlock)
 
 
-async def test_a_crashed_writers_entry_expires(face: Face, url: str, name: str, raw: Any) -> None:
-    client = await face.connect(url)
+async def test_a_crashed_writers_entry_expires(
+    face: Face, client: Any, name: str, raw: Any
+) -> None:
     read = client.get_read_write_lock(name, writer_preference=True).read_lock()
     r = face.actor()
     now_ms = int(raw.time()[0]) * 1000 + int(raw.time()[1]) // 1000

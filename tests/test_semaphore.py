@@ -19,9 +19,8 @@ from tests.harness import Face, raw_pubsub, within
 
 
 async def test_permits_are_set_once_added_and_drained(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_semaphore(name)
     a = face.actor()
     assert await a(sem.available_permits) == 0
@@ -37,8 +36,7 @@ async def test_permits_are_set_once_added_and_drained(
     assert raw.pttl(name) > 0  # so does drain
 
 
-async def test_acquire_and_release(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_acquire_and_release(face: Face, client: Any, name: str) -> None:
     sem = client.get_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 2)
@@ -56,8 +54,7 @@ async def test_acquire_and_release(face: Face, url: str, name: str) -> None:
     assert await a(sem.available_permits) == 2
 
 
-async def test_a_release_wakes_a_waiter(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_a_release_wakes_a_waiter(face: Face, client: Any, name: str) -> None:
     sem = client.get_semaphore(name)
     a, b = face.actor(), face.actor()
     await a(sem.try_set_permits, 1)
@@ -86,9 +83,8 @@ async def test_a_release_wakes_a_waiter(face: Face, url: str, name: str) -> None
     ],
 )
 async def test_bad_counts_change_nothing(
-    face: Face, url: str, raw: redis.Redis, name: str, *, call: str, args: Any, error: Any
+    face: Face, client: Any, raw: redis.Redis, name: str, *, call: str, args: Any, error: Any
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_semaphore(name)
     with pytest.raises(error):
         await face.actor()(getattr(sem, call), *args)
@@ -96,9 +92,8 @@ async def test_bad_counts_change_nothing(
 
 
 async def test_acquire_follows_the_standard_library(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_semaphore(name)
     a = face.actor()
     assert not await a(sem.acquire, False)  # no permits yet: a single attempt fails
@@ -112,8 +107,7 @@ async def test_acquire_follows_the_standard_library(
     assert raw.get(name) == b"0"
 
 
-async def test_never_more_holders_than_permits(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_never_more_holders_than_permits(face: Face, client: Any, name: str) -> None:
     sem = client.get_semaphore(name)
     await face.call(sem.try_set_permits, 3)
     inside = peak = done = 0
@@ -212,9 +206,8 @@ def timeouts_key(name: str) -> str:
 
 
 async def test_permits_are_leased_and_come_back(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     assert await a(sem.try_set_permits, 1)
@@ -238,9 +231,8 @@ async def test_permits_are_leased_and_come_back(
 
 
 async def test_lease_updates_and_capacity(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 2)
@@ -261,8 +253,7 @@ async def test_lease_updates_and_capacity(
 @pytest.mark.parametrize(
     ("bad", "error"), [("xyz", ValueError), ("ab" * 15, ValueError), (5, TypeError)]
 )
-async def test_bad_permit_ids(face: Face, url: str, name: str, bad: Any, error: Any) -> None:
-    client = await face.connect(url)
+async def test_bad_permit_ids(face: Face, client: Any, name: str, bad: Any, error: Any) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     with pytest.raises(error):
         await face.actor()(sem.release, bad)

@@ -270,9 +270,8 @@ JAVA_IDS = ["0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba987654321
 
 
 async def test_java_multi_acquire_is_seen_and_released_by_us(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     java = Java(raw, name)
     a = face.actor()
@@ -301,9 +300,8 @@ async def test_java_multi_acquire_is_seen_and_released_by_us(
 
 
 async def test_java_never_expiring_permits_and_lease_time(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     java = Java(raw, name)
     a = face.actor()
@@ -322,9 +320,8 @@ async def test_java_never_expiring_permits_and_lease_time(
 
 
 async def test_our_multi_acquire_is_seen_and_released_by_java(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     java = Java(raw, name)
     a = face.actor()
@@ -347,9 +344,8 @@ async def test_our_multi_acquire_is_seen_and_released_by_java(
 
 
 async def test_java_add_permits_and_list_release_wake_our_waiters(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     java = Java(raw, name)
     a, b = face.actor(), face.actor()
@@ -411,9 +407,8 @@ async def test_our_add_permits_and_java_agree_on_the_counter(
 
 
 async def test_java_try_set_permits_with_ttl_and_ours(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_semaphore(name)
     java = Java(raw, name)
     a = face.actor()
@@ -431,9 +426,8 @@ async def test_java_try_set_permits_with_ttl_and_ours(
 
 
 async def test_release_if_exists_both_ways(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_semaphore(name)
     java = Java(raw, name)
     a = face.actor()

@@ -26,9 +26,8 @@ def timeouts_key(name: str) -> str:
 
 
 async def test_acquire_many_leases_distinct_ids(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     assert await a(sem.try_set_permits, 5)
@@ -52,8 +51,7 @@ async def test_acquire_many_leases_distinct_ids(
     assert raw.zcard(timeouts_key(name)) == 0
 
 
-async def test_single_permit_calls_still_return_one_id(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_single_permit_calls_still_return_one_id(face: Face, client: Any, name: str) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 2)
@@ -64,8 +62,9 @@ async def test_single_permit_calls_still_return_one_id(face: Face, url: str, nam
     assert await a(sem.available_permits) == 2
 
 
-async def test_try_acquire_many_waits_for_enough_permits(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_try_acquire_many_waits_for_enough_permits(
+    face: Face, client: Any, name: str
+) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     a, b = face.actor(), face.actor()
     await a(sem.try_set_permits, 3)
@@ -85,8 +84,7 @@ async def test_try_acquire_many_waits_for_enough_permits(face: Face, url: str, n
     await b(sem.release, got)
 
 
-async def test_leases_of_many_permits_come_back(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_leases_of_many_permits_come_back(face: Face, client: Any, name: str) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 2)
@@ -99,9 +97,8 @@ async def test_leases_of_many_permits_come_back(face: Face, url: str, name: str)
 
 
 async def test_a_list_is_released_all_or_nothing(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 4)
@@ -124,8 +121,7 @@ async def test_a_list_is_released_all_or_nothing(
     assert not await a(sem.try_release, ids)  # already released
 
 
-async def test_get_lease_time(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_get_lease_time(face: Face, client: Any, name: str) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 3)
@@ -147,9 +143,8 @@ async def test_get_lease_time(face: Face, url: str, name: str) -> None:
 
 
 async def test_add_permits_and_get_permits(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     assert await a(sem.get_permits) == 0
@@ -167,8 +162,7 @@ async def test_add_permits_and_get_permits(
     assert await a(sem.add_permits, 0) == 0
 
 
-async def test_add_permits_wakes_waiters(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_add_permits_wakes_waiters(face: Face, client: Any, name: str) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     a, b = face.actor(), face.actor()
     await a(sem.try_set_permits, 0)
@@ -182,9 +176,8 @@ async def test_add_permits_wakes_waiters(face: Face, url: str, name: str) -> Non
 
 
 async def test_try_set_permits_with_a_ttl(
-    face: Face, url: str, raw: redis.Redis, name: str
+    face: Face, client: Any, raw: redis.Redis, name: str
 ) -> None:
-    client = await face.connect(url)
     sem = client.get_semaphore(name)
     a = face.actor()
     pubsub = raw_pubsub(raw)
@@ -208,8 +201,7 @@ async def test_try_set_permits_with_a_ttl(
     assert await a(sem.available_permits) == 1
 
 
-async def test_release_if_exists(face: Face, url: str, raw: redis.Redis, name: str) -> None:
-    client = await face.connect(url)
+async def test_release_if_exists(face: Face, client: Any, raw: redis.Redis, name: str) -> None:
     sem = client.get_semaphore(name)
     a = face.actor()
     assert not await a(sem.release_if_exists)
@@ -225,8 +217,7 @@ async def test_release_if_exists(face: Face, url: str, raw: redis.Redis, name: s
     assert raw.exists(name) == 0
 
 
-async def test_release_if_exists_wakes_a_waiter(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_release_if_exists_wakes_a_waiter(face: Face, client: Any, name: str) -> None:
     sem = client.get_semaphore(name)
     a, b = face.actor(), face.actor()
     await a(sem.try_set_permits, 0)
@@ -275,7 +266,7 @@ ID = "ab" * 16
 )
 async def test_bad_arguments_send_nothing(
     face: Face,
-    url: str,
+    client: Any,
     raw: redis.Redis,
     name: str,
     *,
@@ -284,7 +275,6 @@ async def test_bad_arguments_send_nothing(
     args: Any,
     error: Any,
 ) -> None:
-    client = await face.connect(url)
     sem = (
         client.get_permit_expirable_semaphore(name) if kind == "pes" else client.get_semaphore(name)
     )

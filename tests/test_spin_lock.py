@@ -31,14 +31,12 @@ def test_bad_backoff_is_refused(kwargs: dict[str, float]) -> None:
         BackOff(**kwargs)
 
 
-async def test_bad_delay_is_refused_by_the_client(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_bad_delay_is_refused_by_the_client(client: Any, name: str) -> None:
     with pytest.raises(ValueError, match="initial_delay must be > 0"):
         client.get_spin_lock(name, initial_delay=0)
 
 
-async def test_waiters_poll_without_pub_sub(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_waiters_poll_without_pub_sub(face: Face, url: str, client: Any, name: str) -> None:
     lock = client.get_spin_lock(name, max_delay=0.02)
     a, b = face.actor(), face.actor()
     raw = raw_redis(url)
@@ -70,9 +68,8 @@ async def test_waiters_poll_without_pub_sub(face: Face, url: str, name: str) -> 
 
 
 async def test_spin_lock_and_rlock_of_one_name_exclude_each_other(
-    face: Face, url: str, name: str
+    face: Face, client: Any, name: str
 ) -> None:
-    client = await face.connect(url)
     spin, plain = client.get_spin_lock(name), client.get_lock(name)
     a, b = face.actor(), face.actor()
     await a(spin.lock)
@@ -85,8 +82,7 @@ async def test_spin_lock_and_rlock_of_one_name_exclude_each_other(
     await b(plain.unlock)
 
 
-async def test_try_lock_gives_up_on_time(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_try_lock_gives_up_on_time(face: Face, client: Any, name: str) -> None:
     lock = client.get_spin_lock(name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)

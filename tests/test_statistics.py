@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import syncprims
 from tests.harness import Face, within
 
 
-async def test_semaphore_statistics(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_semaphore_statistics(face: Face, client: Any, name: str) -> None:
     sem = client.get_semaphore(name)
     a = face.actor()
     assert await a(sem.statistics) == syncprims.SemaphoreStatistics(name, 0, None, 0)
@@ -24,8 +24,7 @@ async def test_semaphore_statistics(face: Face, url: str, name: str) -> None:
     assert await a(sem.statistics) == syncprims.SemaphoreStatistics(name, 2, None, 0)
 
 
-async def test_permit_expirable_semaphore_statistics(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_permit_expirable_semaphore_statistics(face: Face, client: Any, name: str) -> None:
     sem = client.get_permit_expirable_semaphore(name)
     a = face.actor()
     await a(sem.try_set_permits, 2)
@@ -35,8 +34,7 @@ async def test_permit_expirable_semaphore_statistics(face: Face, url: str, name:
     assert await a(sem.statistics) == syncprims.SemaphoreStatistics(name, 2, 0, 0)
 
 
-async def test_latch_statistics(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_latch_statistics(face: Face, client: Any, name: str) -> None:
     latch = client.get_count_down_latch(name)
     a = face.actor()
     await a(latch.try_set_count, 1)
@@ -50,8 +48,7 @@ async def test_latch_statistics(face: Face, url: str, name: str) -> None:
     assert await a(latch.statistics) == syncprims.LatchStatistics(name, 0, 0)
 
 
-async def test_read_write_and_multi_lock_statistics(face: Face, url: str, name: str) -> None:
-    client = await face.connect(url)
+async def test_read_write_and_multi_lock_statistics(face: Face, client: Any, name: str) -> None:
     rw = client.get_read_write_lock(name)
     a = face.actor()
     await a(rw.read_lock().lock)
