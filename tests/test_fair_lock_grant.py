@@ -23,7 +23,7 @@ import pytest
 import redis
 
 import syncprims
-from syncprims._core import lock as lock_module
+from syncprims._core.grant import Grant
 from syncprims._embedded import RedisServer
 from syncprims._protocol.names import fair_grant_registry_name, lock_grant_marker_name
 from tests import test_lock_grant as _grant_tests
@@ -204,14 +204,14 @@ def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
     holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
     waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0)
     raw: Any = redis.Redis.from_url(redis_server.url)
-    leave = lock_module.LockCore._leave_registry
+    leave = Grant.leave_registry
 
     async def granted_first(self: Any, member: str, direct: bool, wait: float) -> None:
         assert direct and member.startswith("b|")
         _grant_by_hand(raw, name, member)  # between the last attempt and the leave
         await leave(self, member, direct, wait)
 
-    monkeypatch.setattr(lock_module.LockCore, "_leave_registry", granted_first)
+    monkeypatch.setattr(Grant, "leave_registry", granted_first)
     try:
         holder.get_fair_lock(name).lock(lease_time=60)
         assert not waiter.get_fair_lock(name).try_lock(wait_time=0.3)

@@ -24,8 +24,9 @@ import pytest
 import redis
 
 import syncprims
-from syncprims._core import lock as lock_module
-from syncprims._core.lock import _GrantWait, grant_policy
+from syncprims._core import grant as grant_module
+from syncprims._core import onewake as onewake_module
+from syncprims._core.grant import Grant, GrantWait, grant_policy
 from syncprims._embedded import RedisServer
 from syncprims._protocol.names import (
     lock_channel,
@@ -78,14 +79,14 @@ async def _connect(face: Face, url: str, **options: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _grant_waits() -> Iterator[dict[str, _GrantWait]]:
+def _grant_waits() -> Iterator[dict[str, GrantWait]]:
     """The process's table of waits that may be granted, restored afterwards."""
-    saved = dict(lock_module._GRANT_WAITS)
+    saved = dict(grant_module._GRANT_WAITS)
     try:
-        yield lock_module._GRANT_WAITS
+        yield grant_module._GRANT_WAITS
     finally:
-        lock_module._GRANT_WAITS.clear()
-        lock_module._GRANT_WAITS.update(saved)
+        grant_module._GRANT_WAITS.clear()
+        grant_module._GRANT_WAITS.update(saved)
 
 
 def _field(member: str) -> str:
@@ -303,7 +304,7 @@ def waits_ending_while_granted(
             check(raw, name)
         ids = {client.id for client in clients}  # every wait's record was dropped
         assert [
-            m for m in lock_module._GRANT_WAITS if m.split("|", 3)[3].split(":")[0] in ids
+            m for m in grant_module._GRANT_WAITS if m.split("|", 3)[3].split(":")[0] in ids
         ] == []
     finally:
         for client in clients:
@@ -324,7 +325,7 @@ def test_the_grant_rule() -> None:
     lock, grants = _Entry(table, "lock"), _Entry(table, "grant")
     given_back: list[str] = []
     rule = grant_policy(lambda member: "lock", given_back.append)
-    wait = _GrantWait(30_000, "client:1")
+    wait = GrantWait(30_000, "client:1")
     wait.floor = 12.5
     with _grant_waits() as waits:
         waits[wait.member] = wait
@@ -351,14 +352,14 @@ def test_a_long_wait_keeps_one_registration(redis_server: RedisServer) -> None:
         result: list[bool] = []
         thread = _wait_in_thread(waiter, name, result)
         time.sleep(3.5)  # three or four attempts, one a second
-        mine = [m for m in lock_module._GRANT_WAITS if waiter.id in m]
+        mine = [m for m in grant_module._GRANT_WAITS if waiter.id in m]
         assert len(mine) == 1
         registered: list[bytes] = raw.zrange(lock_waiters_name(name), 0, -1)
         assert [m.decode() for m in registered] == mine
         holder.get_lock(name).unlock()
         thread.join(10)
         assert result == [True]
-        assert [m for m in lock_module._GRANT_WAITS if waiter.id in m] == []
+        assert [m for m in grant_module._GRANT_WAITS if waiter.id in m] == []
     finally:
         holder.shutdown()
         waiter.shutdown()
@@ -375,7 +376,7 @@ def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
     holder = syncprims.connect(redis_server.url, lock_synced_replicas=0)
     waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0)
     raw: Any = redis.Redis.from_url(redis_server.url)
-    leave = lock_module.LockCore._leave_registry
+    leave = Grant.leave_registry
 
     async def granted_first(self: Any, member: str, direct: bool, wait: float) -> None:
         assert direct and member.startswith("b|")
@@ -392,7 +393,7 @@ def test_a_direct_wait_that_gives_up_gives_back_a_grant_made_meanwhile(
         )  # fmt: skip
         await leave(self, member, direct, wait)
 
-    monkeypatch.setattr(lock_module.LockCore, "_leave_registry", granted_first)
+    monkeypatch.setattr(Grant, "leave_registry", granted_first)
     try:
         holder.get_lock(name).lock(lease_time=60)
         assert not waiter.get_lock(name).try_lock(wait_time=0.3)
@@ -413,7 +414,8 @@ def test_a_release_that_grants_nobody_wakes_a_direct_waiter(
     """A thread popping its grant list is still woken by the lock channel's "0" (here a
     Redisson client's release): the wake-up pushes a token on its list. Re-checks are a
     minute apart in this test, so only the wake-up can end the wait within 10 s."""
-    monkeypatch.setattr(lock_module, "ONE_WAKE_SLICE_MS", 60_000)
+    monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
+    monkeypatch.setattr(grant_module, "ONE_WAKE_SLICE_MS", 60_000)  # a grant wait's
     name = f"test:{uuid.uuid4().hex[:12]}"
     waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0, wait_recheck_interval=60)
     raw: Any = redis.Redis.from_url(redis_server.url)
@@ -548,7 +550,8 @@ async def test_a_grant_message_wakes_its_waiter_alone(
     waited longest, and its message wakes that waiter alone: the others run no attempt (no
     herd within the client). Re-checks are a minute apart here, so any script but the
     release's would be a woken waiter's."""
-    monkeypatch.setattr(lock_module, "ONE_WAKE_SLICE_MS", 60_000)
+    monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
+    monkeypatch.setattr(grant_module, "ONE_WAKE_SLICE_MS", 60_000)  # a grant wait's
     name = f"test:{uuid.uuid4().hex[:12]}"
     raw: Any = redis.Redis.from_url(redis_server.url)
     holder_client = await face.connect(redis_server.url, lock_synced_replicas=0)

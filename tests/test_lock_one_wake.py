@@ -18,11 +18,11 @@ import pytest
 import redis
 
 import syncprims
-from syncprims._core.lock import (
+from syncprims._core.lock import lock_policy
+from syncprims._core.onewake import (
     ONE_WAKE_RESERVATION_MS,
     ONE_WAKE_SLICE_MS,
     herald_policy,
-    lock_policy,
     one_wake_policy,
 )
 from syncprims._protocol import scripts

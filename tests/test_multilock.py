@@ -14,7 +14,8 @@ import redis
 import syncprims
 import syncprims.asyncio
 from syncprims import LockNotHeldError
-from syncprims._core import lock as lock_module
+from syncprims._core import grant as grant_module
+from syncprims._core import onewake as onewake_module
 from syncprims._embedded import RedisServer
 from syncprims._protocol import scripts
 from tests.harness import Face, lock_fields, released_everywhere, within
@@ -70,7 +71,8 @@ async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
     (as the raw fan-out it is measured against), not the one wake-up's. An RLock waiter of
     the same name on one master, which did register, is still woken by the RedLock
     release's ``0`` (re-checks a minute apart here: only the wake-up can end the wait)."""
-    monkeypatch.setattr(lock_module, "ONE_WAKE_SLICE_MS", 60_000)
+    monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
+    monkeypatch.setattr(grant_module, "ONE_WAKE_SLICE_MS", 60_000)  # a grant wait's
     raws: list[Any] = [redis.Redis.from_url(server.url) for server in five]
     try:
         for raw in raws:

@@ -42,18 +42,41 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from syncprims._core.lock import (
-    ONE_WAKE_ENTRY_MS,
-    UNLOCK_MESSAGE,
-    LockCore,
-    lock_policy,
-)
+from syncprims._core.grant import Grant
+from syncprims._core.lock import UNLOCK_MESSAGE, LockCore, lock_policy
+from syncprims._core.onewake import ONE_WAKE_ENTRY_MS
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, ScriptCall, WakePolicy
 from syncprims._protocol.names import fair_grant_registry_name, prefix_name
 from syncprims._protocol.timing import MAX_LEASE_SECONDS
 
-__all__ = ["FairLockCore"]
+__all__ = ["FairGrant", "FairLockCore"]
+
+
+class FairGrant(Grant):
+    """The FairLock's one-hop grant: ``fair_unlock.lua`` grants the head of the queue; a
+    wait listens on its owner's own channel."""
+
+    __slots__ = ("_fair",)
+
+    def __init__(self, lock: FairLockCore) -> None:
+        super().__init__(lock)
+        self._fair = lock
+
+    def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
+        # always conditional on the marker (never a plain release of the owner's hold)
+        fair = self._fair
+        return fair.unlock_call(field, fair.watchdog_ms(), latch, member, grants=True)
+
+    async def unregister(self, member: str, wait: float) -> int:
+        field = member.split("|", 3)[3]
+        return int(await self._fair.leave_queue(field, wait, member))
+
+    def wait_rule(self, field: str) -> tuple[str, WakePolicy]:
+        return self._fair.wait_channel(field), lock_policy
+
+    def wake_channel(self, member: str) -> str:
+        return self._fair.wait_channel(member.split("|", 3)[3])
 
 
 class FairLockCore(LockCore):
@@ -61,7 +84,8 @@ class FairLockCore(LockCore):
 
     kind = "fair lock"
     info_layout = "fair"
-    one_wake = False  # scripts of its own
+    one_wake_part = None  # scripts of its own, which grant (FairGrant) but do not herald
+    grant_part = FairGrant
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
@@ -69,11 +93,10 @@ class FairLockCore(LockCore):
         self.timeouts = prefix_name("redisson_lock_timeout", self.name)
         self.grants = fair_grant_registry_name(self.name)
 
-    def _own_keys(self) -> bool:
+    def uses_own_keys(self) -> bool:
         """Whether this client uses the one-hop grant's keys (``Config.lock_grant_handoff``,
         unless its ACL refused them)."""
-        ex = self._ex
-        return ex.config.lock_grant_handoff and ex.client_id not in self._one_wake_refused
+        return self._ex.config.lock_grant_handoff and not self._client.own_keys_refused
 
     def keys(self) -> list[str]:
         """The hash, the wait queue and the deadline set."""
@@ -106,20 +129,10 @@ class FairLockCore(LockCore):
             self._ex.wall_ms(),
             "1" if wait > 0 else "0",
         ]
-        if self._own_keys():
+        if self.uses_own_keys():
             keys += [self.grants, self.grant_marker]
             args += [member, fresh, register, ONE_WAKE_ENTRY_MS]
         return ScriptCall(scripts.FAIR_ACQUIRE, keys, args)
-
-    def grant_wait_rule(self, field: str) -> tuple[str, WakePolicy]:
-        return self.wait_channel(field), lock_policy
-
-    def grant_wake_channel(self, member: str) -> str:
-        return self.wait_channel(member.split("|", 3)[3])
-
-    async def unregister(self, member: str, wait: float) -> int:
-        field = member.split("|", 3)[3]
-        return int(await self._leave_queue(field, wait, member))
 
     def wait_channel(self, field: str) -> str:
         return f"{self.channel}:{field}"
@@ -127,14 +140,14 @@ class FairLockCore(LockCore):
     def give_up(self, field: str, wait: float) -> Callable[[], Awaitable[None]] | None:
         if wait <= 0:
             return None  # a single attempt never enqueues
-        return lambda: self._leave_queue(field, wait)
+        return lambda: self.leave_queue(field, wait)
 
-    async def _leave_queue(self, field: str, wait: float, member: str = "") -> Any:
+    async def leave_queue(self, field: str, wait: float, member: str = "") -> Any:
         """``fair_give_up.lua`` (and the owner's grant registration, when this client uses
         it: the reply is then 1 when it was ``member``, else 0)."""
         keys = [self.queue, self.timeouts]
         args: list[Arg] = [field, self.slot_ms(wait)]
-        if self._own_keys():
+        if self.uses_own_keys():
             keys.append(self.grants)
             args.append(member)
         return await self.run_script(
@@ -145,16 +158,12 @@ class FairLockCore(LockCore):
         if self.reply_ttl(late_reply) is None:
             await super().on_abandoned_attempt(field, wait, late_reply)
         elif wait > 0:
-            await self._leave_queue(field, wait)
+            await self.leave_queue(field, wait)
 
     def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
-        return self._unlock_call(field, lease, latch, "", grants=self._own_keys())
+        return self.unlock_call(field, lease, latch, "", grants=self.uses_own_keys())
 
-    def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
-        # always conditional on the marker (never a plain release of the owner's hold)
-        return self._unlock_call(field, self._watchdog_ms(), latch, member, grants=True)
-
-    def _unlock_call(
+    def unlock_call(
         self, field: str, lease: int, latch: str, give_back: str, *, grants: bool
     ) -> ScriptCall:
         """``fair_unlock.lua``; with ``grants``, the one that may grant the head waiter."""
@@ -169,8 +178,8 @@ class FairLockCore(LockCore):
             ex.bounds.unlock_latch_ttl_ms,
         ]
         if grants:
-            keys += [self.grants, self.grant_marker, self._handoff_prefix]
-            args += [self._grant_prefix, give_back]
+            keys += [self.grants, self.grant_marker, self.handoff_prefix]
+            args += [self.grant_prefix, give_back]
         return ScriptCall(scripts.FAIR_UNLOCK, keys, args)
 
     def force_unlock_command(self) -> ScriptCall:
@@ -184,5 +193,5 @@ class FairLockCore(LockCore):
         """``DEL`` the hash, the queue and the deadlines (nobody is notified), and the grant
         registry; ``True`` when any of them existed."""
         self._ex.watchdog.cancel_all(self.name)
-        keys = [*self.keys(), self.grants] if self._own_keys() else self.keys()
+        keys = [*self.keys(), self.grants] if self.uses_own_keys() else self.keys()
         return bool(await self.read("DEL", *keys, action="deleting"))

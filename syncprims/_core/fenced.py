@@ -31,7 +31,8 @@ class FencedLockCore(LockCore):
 
     kind = "fenced lock"
     info_layout = "fenced"
-    one_wake = False  # scripts of its own
+    one_wake_part = None  # scripts of its own
+    grant_part = None
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)

@@ -18,11 +18,12 @@ only a transport error (after retries) or another refusal of the object's own ke
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from syncprims._core.objects import ObjectCore
+from syncprims._core.waiting import waiters
 from syncprims._protocol.info import (
     ClientProcess,
     LatchInfo,
@@ -36,7 +37,11 @@ from syncprims._protocol.info import (
     record_key,
 )
 from syncprims._protocol.names import lock_channel, prefix_name, rw_lease_prefix, suffix_name
+from syncprims._protocol.statistics import LockStatistics
 from syncprims.errors import ServerReplyError
+
+if TYPE_CHECKING:
+    from syncprims._core.lock import LockCore
 
 __all__ = [
     "LOCK_KINDS",
@@ -44,6 +49,7 @@ __all__ = [
     "detect",
     "latch_info",
     "lock_info",
+    "lock_statistics",
     "semaphore_info",
 ]
 
@@ -161,6 +167,20 @@ async def _scored(core: ObjectCore, key: str, now_ms: float) -> tuple[LockWaiter
     return tuple(
         _waiter(_text(member), position, _seconds(float(score) - now_ms))
         for position, (member, score) in enumerate(_pairs(reply), start=1)
+    )
+
+
+async def lock_statistics(lock: LockCore, owner: int) -> LockStatistics:
+    """``lock``'s snapshot for ``owner`` (``LockCore.statistics``: three reads, not atomic
+    together; the waiters are this process's)."""
+    return LockStatistics(
+        name=lock.name,
+        kind=lock.kind,
+        locked=await lock.is_locked(),
+        owner=lock.field(owner),
+        hold_count=await lock.get_hold_count(owner),
+        lease_remaining=await lock.remain_time_to_live(),
+        waiters=waiters(lock.executor, lock.name),
     )
 
 

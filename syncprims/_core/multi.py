@@ -38,9 +38,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from syncprims._core.lock import REENTRY_ERR, LockCore, lock_policy, release_on_exit
+from syncprims._core.lock import REENTRY_ERR, LockCore, lock_policy
+from syncprims._core.release import release_on_exit
 from syncprims._core.retry import releasing
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
+from syncprims._protocol.ids import new_request_id
+from syncprims._protocol.names import unlock_latch_key
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import (
@@ -58,6 +61,42 @@ MIN_BACKOFF = 0.01
 MAX_BACKOFF = 0.2
 
 
+# -- a sub-lock, through the package interface of LockCore ---------------------------------
+
+
+def _own_keys(sub: LockCore) -> bool:
+    """Whether ``sub``'s fan-out calls use syncprims' own keys (``LockCore.uses_own_keys``):
+    an RLock's do not (``LockCore.single_acquire_command``); a FairLock's grant keeps its."""
+    return sub.one_wake is None and sub.uses_own_keys()
+
+
+def _acquire_call(sub: LockCore, field: str, lease: int) -> Call:
+    """A single acquire attempt of ``sub`` (never queues) as a fan-out call."""
+    return Call(
+        sub.executor,
+        sub.single_acquire_command(field, lease),
+        sub.context("acquiring"),
+        lambda late: sub.on_abandoned_attempt(field, 0.0, late),
+        skip_if_busy=True,
+    )
+
+
+def _release_call(sub: LockCore, field: str) -> tuple[Call, str]:
+    """An unlock of one hold of ``field`` on ``sub`` as a fan-out call, and its latch key."""
+    latch = unlock_latch_key(sub.name, new_request_id())
+    command = sub.single_unlock_command(field, sub.holds.lease(field), latch)
+    return sub.releases.call(field, command, latch), latch
+
+
+def _released(sub: LockCore, owner: int) -> str:
+    """A fan-out's unlock of ``owner`` begins: its hold on ``sub`` is given back (whatever
+    the outcome) and the watchdog stops renewing it; the field to release."""
+    field = sub.field(owner)
+    sub.releases.count_hold(owner, -1)
+    sub.executor.watchdog.cancel(sub.name, field)
+    return field
+
+
 class MultiLockCore:
     """Every sub-lock, or nothing."""
 
@@ -67,7 +106,7 @@ class MultiLockCore:
         if not locks:
             raise ValueError(f"a {self.kind} needs at least one lock")
         self.locks = list(locks)
-        self._ex: Executor = self.locks[0]._ex
+        self._ex: Executor = self.locks[0].executor
         self._validity: dict[int, tuple[float, float]] = {}  # owner -> (validity s, at)
         # A RedLock's sub-locks share one name on several masters: say it once.
         names = list(dict.fromkeys(sub.name for sub in self.locks))
@@ -106,10 +145,10 @@ class MultiLockCore:
                 f"got {lease_s!r} s: no attempt could ever have validity time left"
             )
         for sub in self.locks:
-            sub._ex.refuse_if_closing(f"acquiring {self.kind} through {sub.name!r}")
+            sub.executor.refuse_if_closing(f"acquiring {self.kind} through {sub.name!r}")
         for sub in self.locks:
-            sub.fresh_field(owner)
-        plans = [(sub, sub.field(owner), *sub._lease(lease_time)) for sub in self.locks]
+            sub.releases.fresh_field(owner)
+        plans = [(sub, sub.field(owner), *sub.lease_of(lease_time)) for sub in self.locks]
         ex = self._ex
         deadline = ex.monotonic() + wait
         backoff = MIN_BACKOFF
@@ -117,9 +156,9 @@ class MultiLockCore:
         try:
             while True:
                 started = ex.monotonic()
-                own_keys = [sub.fan_out_own_keys() for sub, _, _, _ in plans]
+                own_keys = [_own_keys(sub) for sub, _, _, _ in plans]
                 replies = await ex.eval_many(
-                    [sub.acquire_call(field, lease) for sub, field, lease, _ in plans],
+                    [_acquire_call(sub, field, lease) for sub, field, lease, _ in plans],
                     self._settled(plans),
                 )
                 elapsed = ex.monotonic() - started
@@ -140,7 +179,7 @@ class MultiLockCore:
                         sub, field, lease, watchdog = plans[i]
                         sub.acquired(field, lease, watchdog, replies[i], since=started)
                     for sub in self.locks:  # each sub-lock's holds, as its unlock counts them
-                        sub.count_hold(owner, 1)
+                        sub.releases.count_hold(owner, 1)
                     if lease_s is not None:  # validity counted from the attempt's start
                         self._validity[owner] = (left + elapsed, started)
                     return True
@@ -183,7 +222,7 @@ class MultiLockCore:
                 # An ACL for Redisson's keys only: those sub-locks use Redisson's scripts
                 # from now on (nothing ran); try again at once.
                 if refused and all(
-                    sub._refuses_one_wake(err, tried=tried) for sub, err, tried in refused
+                    sub.refuses_own_keys(err, tried=tried) for sub, err, tried in refused
                 ):
                     continue
                 if refused:  # not contention: waiting would not help
@@ -197,7 +236,8 @@ class MultiLockCore:
                 if waiting is None and busy:
                     sub, field = plans[busy[0]][0], plans[busy[0]][1]
                     channel = sub.wait_channel(field)
-                    waiting = (sub._ex, await sub._ex.subscribe(channel, lock_policy, sub.name))
+                    sub_ex = sub.executor
+                    waiting = (sub_ex, await sub_ex.subscribe(channel, lock_policy, sub.name))
                     await waiting[0].wait_ready(waiting[1], min(remaining, pause))
                     continue  # subscribed: try again at once, then wait for its releases
                 if waiting is not None:
@@ -248,8 +288,8 @@ class MultiLockCore:
         """
         if not holds:
             return []
-        own_keys = [sub.fan_out_own_keys() for sub, _ in holds]
-        calls: list[tuple[Call, str]] = [sub.release_call(field) for sub, field in holds]
+        own_keys = [_own_keys(sub) for sub, _ in holds]
+        calls: list[tuple[Call, str]] = [_release_call(sub, field) for sub, field in holds]
         need = self.required()
 
         def quorum_released(replies: Sequence[Any]) -> bool:
@@ -262,21 +302,21 @@ class MultiLockCore:
         for i, reply in enumerate(replies):
             sub, field = holds[i]
             if reply is PENDING:  # finished in the background; until then, unknown
-                sub.settle_release(field, reply, calls[i][1], unknown=True)
+                sub.releases.settle(field, reply, calls[i][1], unknown=True)
                 continue
             unknown = isinstance(reply, TransportError) and reply.maybe_executed
-            if isinstance(reply, ServerReplyError) and sub._refuses_one_wake(
+            if isinstance(reply, ServerReplyError) and sub.refuses_own_keys(
                 reply, tried=own_keys[i]
             ):
                 # An ACL for Redisson's keys only (nothing ran): Redisson's script instead.
-                calls[i] = sub.release_call(field)
-                replies[i], unknown = await sub.retry_release(calls[i][0])
+                calls[i] = _release_call(sub, field)
+                replies[i], unknown = await sub.releases.retry(calls[i][0])
             elif isinstance(reply, TransportError) and retry and not enough:
                 # Retry alone (idempotent by its latch key). Once enough sub-locks are
                 # released, unreachable ones are left to expire: a dead master costs nothing.
-                replies[i], retried_unknown = await sub.retry_release(calls[i][0])
+                replies[i], retried_unknown = await sub.releases.retry(calls[i][0])
                 unknown = unknown or retried_unknown
-            sub.settle_release(field, replies[i], calls[i][1], unknown=unknown)
+            sub.releases.settle(field, replies[i], calls[i][1], unknown=unknown)
         return replies
 
     async def _release_quietly(self, holds: list[tuple[LockCore, str]]) -> None:
@@ -284,9 +324,9 @@ class MultiLockCore:
             await self._release(holds, retry=False)
 
     async def unlock_on_exit(self, owner: int) -> None:
-        """The release that ends ``with lock:`` (``LockCore.unlock_on_exit``): quiet when
+        """The release that ends ``with lock:`` (``Releases.on_exit``): quiet when
         every sub-lock's ``raise_on_release_error`` is off."""
-        raises = any(sub.raises_on_release_error() for sub in self.locks)
+        raises = any(sub.releases.raises_on_error() for sub in self.locks)
         await release_on_exit(self.unlock(owner), raises=raises)
 
     async def unlock(self, owner: int) -> None:
@@ -300,11 +340,7 @@ class MultiLockCore:
         await releasing(self._ex, self._unlock(owner))
 
     async def _unlock(self, owner: int) -> None:
-        holds = [(sub, sub.field(owner)) for sub in self.locks]
-        for sub in self.locks:
-            sub.count_hold(owner, -1)
-        for sub, field in holds:
-            sub._ex.watchdog.cancel(sub.name, field)
+        holds = [(sub, _released(sub, owner)) for sub in self.locks]
         self._validity.pop(owner, None)
         replies = await self._release(holds)
         released = sum(1 for reply in replies if reply in (0, 1))

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from syncprims._core.fair import FairLockCore
 from syncprims._core.lock import REENTRY_ERR, LockCore
 from syncprims._protocol import scripts
-from syncprims._protocol.contracts import Arg, Call, ScriptCall
+from syncprims._protocol.contracts import Arg, ScriptCall
 from syncprims.errors import LockReentryError, ServerReplyError
 
 __all__ = ["REENTRY_ERR", "NonReentrantFairLockCore", "NonReentrantLockCore"]
@@ -61,9 +59,10 @@ class _NonReentrant(LockCore):
             )
         )
 
-    def acquire_call(self, field: str, lease: int) -> Call:
-        call = super().acquire_call(field, lease)
-        return attrs.evolve(call, call=_refusing(call.call))
+    def single_acquire_command(self, field: str, lease: int) -> ScriptCall:
+        if self.one_wake is None:  # the kind's own acquire script, refusing already
+            return self.acquire_command(field, lease, 0.0)
+        return _refusing(super().single_acquire_command(field, lease))
 
     async def attempt(
         self, field: str, lease: int, watchdog: bool, wait: float, grant: Any = None

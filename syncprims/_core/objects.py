@@ -37,6 +37,12 @@ class ObjectCore:
         self._contexts: dict[str, str] = {}  # action -> context(action), made once
 
     @property
+    def executor(self) -> Executor:
+        """The executor of the client this object belongs to (the package's interface to
+        it: a MultiLock reaches its sub-locks' clients through this)."""
+        return self._ex
+
+    @property
     def publish(self) -> str:
         """``PUBLISH``, or ``SPUBLISH`` where this object's channel is sharded (a cluster)."""
         return self._ex.publish_command_for(self.channel, self.name)

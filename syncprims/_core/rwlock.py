@@ -68,7 +68,8 @@ READ_RENEWAL = RenewalKind("read lock", scripts.RW_READ_RENEW, _read_renew_comma
 class _SideCore(LockCore):
     """What both sides share: the hash, the channel ``redisson_rwlock:{name}``."""
 
-    one_wake = False  # scripts of its own
+    one_wake_part = None  # scripts of its own
+    grant_part = None
     info_layout = "rw"
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
@@ -77,7 +78,7 @@ class _SideCore(LockCore):
         self.writer_preference = writer_preference
         self.writers = rw_writers_name(self.name)
 
-    def _owner_fields(self, owner: int) -> list[str]:
+    def owner_fields(self, owner: int) -> list[str]:
         """Both sides' fields: the read side checks ``<read field>:write`` for the owner's
         own write hold, so the two take a new incarnation together."""
         read = LockCore.field(self, owner)

@@ -65,15 +65,22 @@ class SpinLockCore(LockCore):
 
     kind = "spin lock"
     info_layout = "spin"
-    one_wake = False  # no messages: nothing to register for
+    one_wake_part = None  # no messages: nothing to register for
+    grant_part = None
 
     def __init__(self, executor: Executor, name: str, backoff: BackOff | None = None) -> None:
         super().__init__(executor, name)
         self.backoff = backoff or BackOff()
 
     async def wait_for(
-        self, attempt: Callable[[], Awaitable[int | None]], field: str, wait: float
+        self,
+        attempt: Callable[[], Awaitable[int | None]],
+        field: str,
+        wait: float,
+        first: int | None = None,
+        started: float | None = None,
     ) -> bool:
+        # ``first``/``started`` come from the RLock's one wake-up only (none here)
         return await poll_loop(
             self._ex, attempt, wait=wait, delays=self.backoff.delays(), route=self.name
         )

@@ -199,7 +199,7 @@ class RLock(RExpirable):
         acquire or unlock. Use [`ensure_held`][syncprims.RLock.ensure_held] to check with
         Redis.
         """
-        return self._core.lost_reason(_owner()) is not None
+        return self._core.holds.lost_reason(_owner()) is not None
 
     def ensure_held(self, *, owner: OwnerId | None = None) -> None:
         """Check, with Redis, that the current thread still holds the lock.
@@ -214,7 +214,7 @@ class RLock(RExpirable):
             LockNotHeldError: the current thread never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        _run(self._core.ensure_held(_owner() if owner is None else _explicit(owner)))
+        _run(self._core.holds.ensure_held(_owner() if owner is None else _explicit(owner)))
 
     def acquire(
         self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
@@ -277,7 +277,7 @@ class RLock(RExpirable):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _run(self._core.unlock_on_exit(_owner()))
+        _run(self._core.releases.on_exit(_owner()))
 
     def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

@@ -201,7 +201,7 @@ class RLock(RExpirable):
         acquire or unlock. Use [`ensure_held`][syncprims.asyncio.RLock.ensure_held] to check with
         Redis.
         """
-        return self._core.lost_reason(_owner()) is not None
+        return self._core.holds.lost_reason(_owner()) is not None
 
     async def ensure_held(self, *, owner: OwnerId | None = None) -> None:
         """Check, with Redis, that the current task still holds the lock.
@@ -216,7 +216,7 @@ class RLock(RExpirable):
             LockNotHeldError: the current task never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        await self._core.ensure_held(_owner() if owner is None else _explicit(owner))
+        await self._core.holds.ensure_held(_owner() if owner is None else _explicit(owner))
 
     # unasync: remove (a thread cannot be cancelled from outside)
     @contextlib.asynccontextmanager
@@ -257,8 +257,8 @@ class RLock(RExpirable):
                 loop.call_soon_threadsafe(cancel_if_active)
 
         await self._core.lock(owner, lease_time)
-        self._core.add_loss_listener(owner, on_loss)
-        end = self._core.lease_end(owner)
+        self._core.holds.add_loss_listener(owner, on_loss)
+        end = self._core.holds.lease_end(owner)
         timer = None
         if end is not None:
             timer = loop.call_later(
@@ -269,7 +269,7 @@ class RLock(RExpirable):
                 yield self
             finally:
                 active[0] = False
-                self._core.remove_loss_listener(owner, on_loss)
+                self._core.holds.remove_loss_listener(owner, on_loss)
                 if timer is not None:
                     timer.cancel()
         except asyncio.CancelledError:
@@ -367,7 +367,7 @@ class RLock(RExpirable):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._core.unlock_on_exit(_owner())
+        await self._core.releases.on_exit(_owner())
 
     async def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
