@@ -38,9 +38,10 @@ from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.cluster import ClusterRouter, SyncTopology
 from syncprims._transport.errors import ClusterRedirectError
+from syncprims._transport.fanout import Routed, fan_out
 from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, close_source, sync_source
-from syncprims._transport.sync import Routed, SyncServer, fan_out
+from syncprims._transport.sync import SyncServer
 from syncprims.config import Config
 from syncprims.errors import ServerReplyError, SyncPrimsError
 

@@ -30,19 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
-import select
-import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
-from syncprims._protocol.contracts import PENDING, Enough, Orphan
+from syncprims._protocol.contracts import Orphan
 from syncprims._protocol.scripts import Script
-from syncprims._protocol.timing import MIN_GRACE
 from syncprims._transport.connections import (
     ERRORS,
     PoolExhaustedError,
@@ -55,15 +50,15 @@ from syncprims._transport.connections import (
     take,
 )
 from syncprims._transport.errors import pack, translate
+from syncprims._transport.fanout import LateLane, stale
 from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import (
     ClientClosedError,
     RedisConnectionError,
-    RedisTimeoutError,
     SyncPrimsError,
 )
 
-__all__ = ["Handoff", "LateLane", "Routed", "SyncServer", "fan_out"]
+__all__ = ["SyncServer"]
 
 log = logging.getLogger("syncprims.transport")
 
@@ -154,7 +149,7 @@ class SyncServer:
             raise ClientClosedError(f"the client is shut down ({context})")
         conn = self.take_kept()
         if conn is not None:
-            if not _stale(conn):
+            if not stale(conn):
                 return conn
             self._forget(conn)
         deadline = time.monotonic() + self.timeout  # a BlockingConnectionPool's own wait counts
@@ -179,7 +174,7 @@ class SyncServer:
                 last = PoolExhaustedError(f"syncprims holds its share, {self.share}")
             kept = self.take_kept()  # given back meanwhile (kept, not to the pool)
             if kept is not None:
-                if not _stale(kept):
+                if not stale(kept):
                     return kept
                 self._forget(kept)
                 continue
@@ -226,7 +221,7 @@ class SyncServer:
             self._freed.notify()
 
     def take_kept(self) -> Any:
-        """A connection kept from an earlier call, not checked yet (:func:`_stale`), or
+        """A connection kept from an earlier call, not checked yet (``fanout.stale``), or
         ``None``. In a forked child the parent's are dropped, not used."""
         while self._idle:
             try:
@@ -279,7 +274,7 @@ class SyncServer:
             if self._pid != _Process.pid:
                 conn = None
                 continue
-            if _stale(conn) or not still_owned(self.pool, conn):
+            if stale(conn) or not still_owned(self.pool, conn):
                 conn.disconnect()  # connected again below (to the current master)
             break
         if conn is None:
@@ -537,352 +532,3 @@ class SyncServer:
                 conn.disconnect()
         with self._freed:
             self._freed.notify_all()  # waiters see the client closed
-
-
-def _stale(conn: Any) -> bool:
-    """Whether a kept connection has unread data (a reply nobody read) or was closed by the
-    server (a restart): an idle connection is readable only then. One ``select`` call, not
-    redis-py's ``can_read()`` (three syscalls: it was 10% of a RedLock pair's CPU)."""
-    sock = conn._sock
-    if sock is None:
-        return True
-    try:
-        if _buffered(conn):
-            return True
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
-def _stale_among(kept: dict[int, Any]) -> list[int]:
-    """The keys of ``kept`` whose connection is stale (as :func:`_stale`), in one ``select``."""
-    socks: dict[Any, int] = {}
-    stale: list[int] = []
-    for i, conn in kept.items():
-        if conn is None:
-            continue
-        if conn._sock is None or _buffered(conn):
-            stale.append(i)
-        else:
-            socks[conn._sock] = i
-    if socks:
-        try:
-            readable, _, _ = select.select(list(socks), [], [], 0)
-        except (OSError, ValueError):  # one of them closed: check each alone
-            return [i for i, conn in kept.items() if conn is not None and _stale(conn)]
-        stale.extend(socks[sock] for sock in readable)
-    return stale
-
-
-class Routed(NamedTuple):
-    """One call of a fan-out, on the server it goes to."""
-
-    server: SyncServer
-    script: Script
-    keys: Sequence[str]
-    args: Sequence[str | int | bytes]
-    context: str
-    on_late: Callable[[Any], None] | None = None
-    skip_if_busy: bool = False
-
-    def command(self) -> tuple[Any, ...]:
-        return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
-
-
-def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
-    """Run scripts on several servers at once from one thread: write all, then read the
-    replies in the order they come (``select``).
-
-    Each reply is awaited until its own server's timeout, counted from when its command was
-    sent: the whole costs the slowest server, not the sum. With ``enough``, once
-    ``enough(results)`` is true the others get a grace (as long again as it took to get
-    there, at least ``MIN_GRACE``; a healthy set answers within it, so nothing is left
-    behind); the calls still out after it go to their servers' :class:`LateLane`, which
-    reads their replies in the background and hands them to ``on_late``. A server whose
-    lane is still busy is not written to meanwhile: a ``skip_if_busy`` call fails at once
-    (``RedisTimeoutError``, not run), another is queued in the lane and its reply awaited
-    unless ``enough`` is already true (then ``PENDING``). So a frozen quorum member costs
-    one connection and one timeout at a time, not one per attempt. Servers whose last call
-    failed get their connection from the pool on a thread each, at once (a frozen server
-    that accepts connections costs its connect timeout once, not once per such server).
-
-    Returns:
-        One entry per call: the reply, the ``SyncPrimsError`` it failed with, or ``PENDING``
-        (a cluster redirection comes back as a ``ClusterRedirectError`` for the caller to
-        follow).
-    """
-    results: list[Any] = [PENDING] * len(calls)
-    todo: list[int] = []
-    queued: dict[int, Handoff] = {}
-    for i, call in enumerate(calls):
-        lane = call.server.lane
-        if lane.busy():
-            if call.skip_if_busy:
-                results[i] = RedisTimeoutError(
-                    f"{call.context} skipped: {call.server.address} has not answered an "
-                    f"earlier call yet",
-                    maybe_executed=False,
-                )
-            else:
-                queued[i] = lane.call(call, time.monotonic() + call.server.timeout)
-        else:
-            todo.append(i)
-    conns = _checkout_all(calls, todo, results)
-    in_flight: dict[int, Any] = {}
-    deadlines: dict[int, float] = {}
-    commands = {i: calls[i].command() for i in todo}  # sent, and re-sent on NOSCRIPT
-    try:
-        for i in todo:
-            if i not in conns:
-                continue
-            call = calls[i]
-            conn = conns.pop(i)
-            try:
-                call.server.send(conn, commands[i], call.context)
-            except SyncPrimsError as error:
-                call.server.checkin(conn)
-                results[i] = error
-                continue
-            in_flight[i] = conn
-            deadlines[i] = time.monotonic() + call.server.timeout
-        started = time.monotonic()
-        stop_at = math.inf  # once enough: the end of the grace (see fan_out's docstring)
-        while in_flight:
-            if stop_at == math.inf and enough is not None and enough(results):
-                now = time.monotonic()
-                stop_at = now + max(MIN_GRACE, now - started)
-            ready = _readable(in_flight, deadlines, stop_at)
-            if ready is None:  # the grace is over: the rest finishes in the background
-                break
-            for i in ready:
-                conn = in_flight.pop(i)
-                call = calls[i]
-                # Readable, so the reply is (nearly) all there: read it with the socket's own
-                # timeout (no settimeout calls) unless most of the call's time is used up.
-                left = max(0.001, deadlines[i] - time.monotonic())
-                timeout = None if left > call.server.timeout / 2 else left
-                try:
-                    results[i] = call.server.receive(
-                        conn, commands[i], call.context, call.script, timeout=timeout
-                    )
-                except SyncPrimsError as error:
-                    results[i] = error
-                finally:
-                    call.server.checkin(conn)
-        for i in list(in_flight):
-            call = calls[i]
-            call.server.lane.finish(call, in_flight.pop(i), deadlines[i])
-        for i, handoff in queued.items():  # calls queued behind a busy server's lane
-            if enough is not None and enough(results):
-                handoff.abandon()
-            else:
-                results[i] = handoff.take()
-    finally:
-        for i, conn in [*in_flight.items(), *conns.items()]:  # interrupted: drop the rest
-            calls[i].server.discard(conn)
-    return results
-
-
-def _readable(
-    in_flight: dict[int, Any], deadlines: dict[int, float], stop_at: float
-) -> list[int] | None:
-    """The in-flight calls with a reply to read, or past their deadline (reading them raises
-    the timeout), waiting until there is one; ``None`` when ``stop_at`` came first."""
-    ready = [i for i, conn in in_flight.items() if _buffered(conn)]
-    if ready:
-        return ready
-    socks = {conn._sock: i for i, conn in in_flight.items() if conn._sock is not None}
-    if len(socks) < len(in_flight):  # disconnected under us: reading says why
-        return [i for i, conn in in_flight.items() if conn._sock is None]
-    until = min(stop_at, *(deadlines[i] for i in in_flight))
-    try:
-        readable, _, _ = select.select(list(socks), [], [], max(0.0, until - time.monotonic()))
-    except (OSError, ValueError):  # a socket closed between the looks
-        return list(in_flight)
-    if readable:
-        return [socks[sock] for sock in readable]
-    now = time.monotonic()
-    if now >= stop_at:
-        return None
-    return [i for i in in_flight if deadlines[i] <= now]
-
-
-def _buffered(conn: Any) -> bool:
-    """Whether a TLS socket holds decrypted bytes ``select`` cannot see (a plain socket is
-    told apart by its type first: the fan-out asks this of every connection it waits on)."""
-    sock = conn._sock
-    if type(sock) is socket.socket:
-        return False
-    pending = getattr(sock, "pending", None)
-    return bool(pending()) if pending is not None else False
-
-
-def _checkout_all(
-    calls: Sequence[Routed], todo: Sequence[int], results: list[Any]
-) -> dict[int, Any]:
-    """A connection per call of ``todo``; failures go to ``results``.
-
-    Kept connections are checked for staleness together: one ``select`` for all of them,
-    where one per connection made 10 of a RedLock x5 pair's syscalls (docs/design.md)."""
-    conns: dict[int, Any] = {}
-    sick = [i for i in todo if not calls[i].server.healthy]
-    if len(sick) < 2:
-        sick = []
-    kept = {i: calls[i].server.take_kept() for i in todo if i not in sick}
-    for i in _stale_among(kept):
-        calls[i].server._forget(kept.pop(i))
-    for i, conn in kept.items():
-        if conn is not None:
-            conns[i] = conn
-    if len(conns) == len(todo):
-        return conns
-    lock = threading.Lock()
-
-    def take(i: int) -> None:
-        call = calls[i]
-        try:
-            conn = call.server.checkout(call.context)
-        except SyncPrimsError as error:
-            results[i] = error
-            return
-        with lock:
-            conns[i] = conn
-
-    threads = [threading.Thread(target=take, args=(i,), daemon=True) for i in sick]
-    for thread in threads:
-        thread.start()
-    try:
-        for i in todo:
-            if i not in sick and i not in conns:
-                take(i)
-    finally:
-        for thread in threads:
-            thread.join()
-    return conns
-
-
-class Handoff:
-    """The result of a call queued in a :class:`LateLane`, for the fan-out that queued it."""
-
-    def __init__(self, deadline: float) -> None:
-        self._deadline = deadline
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._value: Any = PENDING
-        self._abandoned = False
-
-    def set(self, value: Any) -> bool:
-        """Deliver the reply (or error); ``False`` when nobody will take it any more."""
-        with self._lock:
-            self._value = value
-            self._done.set()
-            return not self._abandoned
-
-    def take(self) -> Any:
-        """Wait (until the call's deadline) and take the reply; ``PENDING`` if it is late,
-        and then it goes to the call's ``on_late``."""
-        self._done.wait(max(0.0, self._deadline - time.monotonic()) + 0.05)
-        with self._lock:
-            if self._value is PENDING:
-                self._abandoned = True
-            return self._value
-
-    def abandon(self) -> None:
-        """The fan-out no longer needs it: its reply goes to the call's ``on_late``."""
-        with self._lock:
-            self._abandoned = True
-
-
-class LateLane:
-    """Finishes, on a thread of its own, the calls of one server that a fan-out stopped
-    waiting for, and the calls queued behind them, in order, each within its deadline.
-
-    A reply goes to the call's ``on_late``; a call past its deadline is dropped (its
-    connection closed): what it may have taken expires by its lease. The thread exits when
-    the lane has been empty for a second.
-    """
-
-    IDLE_EXIT = 1.0
-
-    def __init__(self, server: SyncServer) -> None:
-        self._server = server
-        self._jobs: deque[tuple[Routed, Any, float, Handoff | None]] = deque()
-        self._cond = threading.Condition()
-        self._running = False
-        self._outstanding = 0
-
-    def busy(self) -> bool:
-        """Whether calls are still being finished (the server may be sick)."""
-        return self._outstanding > 0
-
-    def finish(self, call: Routed, conn: Any, deadline: float) -> None:
-        """Read the reply of ``call``, already sent on ``conn``, before ``deadline``."""
-        self._put((call, conn, deadline, None))
-
-    def call(self, call: Routed, deadline: float) -> Handoff:
-        """Send ``call`` once the calls before it are finished, and read its reply."""
-        handoff = Handoff(deadline)
-        self._put((call, None, deadline, handoff))
-        return handoff
-
-    def _put(self, job: tuple[Routed, Any, float, Handoff | None]) -> None:
-        with self._cond:
-            self._jobs.append(job)
-            self._outstanding += 1
-            if not self._running:
-                self._running = True
-                threading.Thread(
-                    target=self._run, name=f"syncprims-late-{self._server.address}", daemon=True
-                ).start()
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    self._cond.wait(self.IDLE_EXIT)
-                if not self._jobs:
-                    self._running = False
-                    return
-                call, conn, deadline, handoff = self._jobs.popleft()
-            try:
-                self._finish(call, conn, deadline, handoff)
-            finally:
-                with self._cond:
-                    self._outstanding -= 1
-
-    def _finish(self, call: Routed, conn: Any, deadline: float, handoff: Handoff | None) -> None:
-        server = self._server
-        left = deadline - time.monotonic()
-        if left <= 0:
-            if conn is not None:
-                server.discard(conn)
-            if handoff is not None:
-                handoff.set(
-                    RedisTimeoutError(
-                        f"{call.context}: {server.address} did not answer an earlier call in time",
-                        maybe_executed=False,
-                    )
-                )
-            return
-        try:
-            if conn is None:
-                conn = server.checkout(call.context)
-                server.send(conn, call.command(), call.context)
-            try:
-                command = call.command()
-                reply = server.receive(conn, command, call.context, call.script, timeout=left)
-            finally:
-                server.checkin(conn)
-        except SyncPrimsError as error:
-            if handoff is None or not handoff.set(error):
-                log.debug("%s: the late call failed: %r", call.context, error)
-            return
-        if handoff is not None and handoff.set(reply):
-            return  # its fan-out takes it
-        if call.on_late is not None:
-            try:
-                call.on_late(reply)
-            except Exception:
-                log.exception("%s: handling a late reply failed; its lease bounds it", call.context)
