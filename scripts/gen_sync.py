@@ -318,7 +318,20 @@ def tidy_imports(source: str, uses_run: bool) -> str:
         lines[start:end] = [text]
     if uses_run:
         _insert_sorted(lines, RUN_IMPORT)
-    return "".join(lines)
+    return _one_blank_between_groups("".join(lines))
+
+
+def _one_blank_between_groups(text: str) -> str:
+    """An import group whose every import was dropped leaves its blank lines: one blank
+    line between groups, as isort wants (only above the first definition)."""
+    end = min(
+        (k for k in (text.find("\n__all__"), text.find("\nclass "), text.find("\ndef ")) if k >= 0),
+        default=len(text),
+    )
+    head = text[:end]
+    while "\n\n\n" in head:
+        head = head.replace("\n\n\n", "\n\n")
+    return head + text[end:]
 
 
 def _alias(alias: ast.alias) -> str:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import ParamSpec, TypeVar
+from types import TracebackType
+from typing import ParamSpec, Self, TypeVar
 
 from syncprims._protocol.templates import require_plain_function
 
-__all__ = ["P", "T", "locked"]
+__all__ = ["Guarded", "P", "T", "locked"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -33,3 +34,38 @@ def locked(
             return func(*args, **kwargs)
 
     return wrapper
+
+
+class Guarded:
+    """``with obj:`` and ``@obj`` for the face's lock-like objects (the RLock and its
+    kinds, MultiLock and RedLock, the Semaphore): entering takes it for the current thread
+    (:meth:`_enter`), leaving gives it back (:meth:`_leave`), and as a decorator each call of
+    the function runs inside that block."""
+
+    def _enter(self) -> None:
+        raise NotImplementedError
+
+    def _leave(self) -> None:
+        raise NotImplementedError
+
+    def __call__(
+        self, func: Callable[P, T]
+    ) -> Callable[P, T]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
+
+    def __enter__(self) -> Self:
+        self._enter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._leave()

@@ -4,10 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import TracebackType
-from typing import Self
-
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
@@ -16,13 +12,13 @@ from syncprims._protocol.info import LockInfo
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
-from syncprims._sync._decorate import P, T, locked
+from syncprims._sync._decorate import Guarded
 from syncprims._sync._objects import RExpirable
 
 __all__ = ["RLock"]
 
 
-class RLock(RExpirable):
+class RLock(RExpirable, Guarded):
     """A reentrant lock held by one owner at a time, across processes and hosts.
 
     Use it to make one critical section run at a time anywhere in a fleet. It is Redisson's
@@ -257,26 +253,10 @@ class RLock(RExpirable):
         [`is_locked`][syncprims.RLock.is_locked]."""
         return _run(self._core.is_locked())
 
-    def __call__(
-        self, func: Callable[P, T]
-    ) -> Callable[P, T]:
-        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
-
-        Raises:
-            TypeError: ``func`` is not an ``async def`` function.
-        """
-        return locked(self, func)
-
-    def __enter__(self) -> Self:
+    def _enter(self) -> None:
         _run(self._core.lock(_owner(), None))
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _leave(self) -> None:
         _run(self._core.releases.on_exit(_owner()))
 
     def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:

@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import TracebackType
-from typing import Self, final
+from typing import final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import OwnerId
@@ -15,13 +13,13 @@ from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
-from syncprims._sync._decorate import P, T, locked
+from syncprims._sync._decorate import Guarded
 from syncprims._sync._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
 
 
-class MultiLock:
+class MultiLock(Guarded):
     """Several locks held as one: all of them, or none.
 
     Use it to take locks on several resources at once without deadlocks between owners
@@ -172,26 +170,10 @@ class MultiLock:
         [`is_locked`][syncprims.MultiLock.is_locked]."""
         return _run(self._core.is_locked())
 
-    def __call__(
-        self, func: Callable[P, T]
-    ) -> Callable[P, T]:
-        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
-
-        Raises:
-            TypeError: ``func`` is not an ``async def`` function.
-        """
-        return locked(self, func)
-
-    def __enter__(self) -> Self:
+    def _enter(self) -> None:
         _run(self._core.lock(_owner(), None))
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _leave(self) -> None:
         _run(self._core.unlock_on_exit(_owner()))
 
     def statistics(self, *, owner: OwnerId | None = None) -> tuple[LockStatistics, ...]:

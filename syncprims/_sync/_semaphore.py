@@ -4,23 +4,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Self, final
+from collections.abc import Sequence
+from typing import final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.info import SemaphoreInfo
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
-from syncprims._sync._decorate import P, T, locked
+from syncprims._sync._decorate import Guarded
 from syncprims._sync._objects import RExpirable
 
 __all__ = ["PermitExpirableSemaphore", "Semaphore"]
 
 
 @final
-class Semaphore(RExpirable):
+class Semaphore(RExpirable, Guarded):
     """A counting semaphore: at most N holders at once, across processes and hosts.
 
     Use it to limit concurrency (calls to a rate-limited API, heavy jobs per cluster). Permits
@@ -151,26 +150,10 @@ class Semaphore(RExpirable):
         """
         return _run(self._core.release_if_exists(permits))
 
-    def __call__(
-        self, func: Callable[P, T]
-    ) -> Callable[P, T]:
-        """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
-
-        Raises:
-            TypeError: ``func`` is not an ``async def`` function.
-        """
-        return locked(self, func)
-
-    def __enter__(self) -> Self:
+    def _enter(self) -> None:
         _run(self._core.acquire(1, True, -1))
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _leave(self) -> None:
         _run(self._core.release(1))
 
     def statistics(self) -> SemaphoreStatistics:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import ParamSpec, TypeVar
+from types import TracebackType
+from typing import ParamSpec, Self, TypeVar
 
 from syncprims._protocol.templates import require_coroutine_function
 
-__all__ = ["P", "T", "locked"]
+__all__ = ["Guarded", "P", "T", "locked"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -31,3 +32,38 @@ def locked(
             return await func(*args, **kwargs)
 
     return wrapper
+
+
+class Guarded:
+    """``async with obj:`` and ``@obj`` for the face's lock-like objects (the RLock and its
+    kinds, MultiLock and RedLock, the Semaphore): entering takes it for the current task
+    (:meth:`_enter`), leaving gives it back (:meth:`_leave`), and as a decorator each call of
+    the function runs inside that block."""
+
+    async def _enter(self) -> None:
+        raise NotImplementedError
+
+    async def _leave(self) -> None:
+        raise NotImplementedError
+
+    def __call__(
+        self, func: Callable[P, Awaitable[T]]
+    ) -> Callable[P, Coroutine[object, object, T]]:
+        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
+
+        Raises:
+            TypeError: ``func`` is not an ``async def`` function.
+        """
+        return locked(self, func)
+
+    async def __aenter__(self) -> Self:
+        await self._enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._leave()

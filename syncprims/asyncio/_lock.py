@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from types import TracebackType
+from collections.abc import AsyncIterator
 from typing import Self
 
 from syncprims._core.lock import LockCore
@@ -17,14 +16,14 @@ from syncprims._protocol.info import LockInfo
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
-from syncprims.asyncio._decorate import P, T, locked
+from syncprims.asyncio._decorate import Guarded
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
 __all__ = ["RLock"]
 
 
-class RLock(RExpirable):
+class RLock(RExpirable, Guarded):
     """A reentrant lock held by one owner at a time, across processes and hosts.
 
     Use it to make one critical section run at a time anywhere in a fleet. It is Redisson's
@@ -347,26 +346,10 @@ class RLock(RExpirable):
         [`is_locked`][syncprims.asyncio.RLock.is_locked]."""
         return await self._core.is_locked()
 
-    def __call__(
-        self, func: Callable[P, Awaitable[T]]
-    ) -> Callable[P, Coroutine[object, object, T]]:
-        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
-
-        Raises:
-            TypeError: ``func`` is not an ``async def`` function.
-        """
-        return locked(self, func)
-
-    async def __aenter__(self) -> Self:
+    async def _enter(self) -> None:
         await self._core.lock(_owner(), None)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _leave(self) -> None:
         await self._core.releases.on_exit(_owner())
 
     async def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:

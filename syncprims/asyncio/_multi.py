@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
-from types import TracebackType
-from typing import Self, final
+from typing import final
 
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import OwnerId
@@ -12,13 +10,13 @@ from syncprims._core.owners import current_task_owner as _owner
 from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
-from syncprims.asyncio._decorate import P, T, locked
+from syncprims.asyncio._decorate import Guarded
 from syncprims.asyncio._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
 
 
-class MultiLock:
+class MultiLock(Guarded):
     """Several locks held as one: all of them, or none.
 
     Use it to take locks on several resources at once without deadlocks between owners
@@ -169,26 +167,10 @@ class MultiLock:
         [`is_locked`][syncprims.asyncio.MultiLock.is_locked]."""
         return await self._core.is_locked()
 
-    def __call__(
-        self, func: Callable[P, Awaitable[T]]
-    ) -> Callable[P, Coroutine[object, object, T]]:
-        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
-
-        Raises:
-            TypeError: ``func`` is not an ``async def`` function.
-        """
-        return locked(self, func)
-
-    async def __aenter__(self) -> Self:
+    async def _enter(self) -> None:
         await self._core.lock(_owner(), None)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _leave(self) -> None:
         await self._core.unlock_on_exit(_owner())
 
     async def statistics(self, *, owner: OwnerId | None = None) -> tuple[LockStatistics, ...]:

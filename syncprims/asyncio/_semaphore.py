@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from types import TracebackType
-from typing import Self, final
+from collections.abc import Sequence
+from typing import final
 
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._protocol.info import SemaphoreInfo
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import Duration
-from syncprims.asyncio._decorate import P, T, locked
+from syncprims.asyncio._decorate import Guarded
 from syncprims.asyncio._objects import RExpirable
 
 __all__ = ["PermitExpirableSemaphore", "Semaphore"]
 
 
 @final
-class Semaphore(RExpirable):
+class Semaphore(RExpirable, Guarded):
     """A counting semaphore: at most N holders at once, across processes and hosts.
 
     Use it to limit concurrency (calls to a rate-limited API, heavy jobs per cluster). Permits
@@ -148,26 +147,10 @@ class Semaphore(RExpirable):
         """
         return await self._core.release_if_exists(permits)
 
-    def __call__(
-        self, func: Callable[P, Awaitable[T]]
-    ) -> Callable[P, Coroutine[object, object, T]]:
-        """Use the lock as a decorator: each call of ``func`` runs inside ``async with lock:``.
-
-        Raises:
-            TypeError: ``func`` is not an ``async def`` function.
-        """
-        return locked(self, func)
-
-    async def __aenter__(self) -> Self:
+    async def _enter(self) -> None:
         await self._core.acquire(1, True, -1)
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _leave(self) -> None:
         await self._core.release(1)
 
     async def statistics(self) -> SemaphoreStatistics:
