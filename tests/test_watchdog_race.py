@@ -33,12 +33,11 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from syncprims._protocol import scripts
+from syncprims._protocol.contracts import ScriptCall
 from syncprims._services.watchdog import ScriptRunner, Watchdog
 from tests.harness import Face, MakeLock, raw_redis, within
 
@@ -59,21 +58,14 @@ class RenewalGate:
     def open(self) -> None:
         self._open.set()
 
-    async def eval(
-        self,
-        script: scripts.Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        *,
-        context: str,
-    ) -> object:
+    async def eval(self, call: ScriptCall, *, context: str) -> object:
         if not context.startswith("renewing") or self._open.is_set():
-            return await self._runner.eval(script, keys, args, context=context)
+            return await self._runner.eval(call, context=context)
         self.held.set()
         while not self._open.is_set():  # on the services loop (a thread, or the test's loop)
             await asyncio.sleep(0.002)
         try:
-            return await self._runner.eval(script, keys, args, context=context)
+            return await self._runner.eval(call, context=context)
         finally:
             self.sent.set()
 

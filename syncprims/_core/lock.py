@@ -339,17 +339,13 @@ class LockCore(ExpirableCore):
                 reply, acknowledged = await self.replicas.run(call, required, context, orphan)
             else:
                 try:  # the first attempt here: no closure and no retry coroutine unless it fails
-                    reply = await ex.eval(
-                        call.script, call.keys, call.args, context=context, on_orphan=orphan
-                    )
+                    reply = await ex.eval(call, context=context, on_orphan=orphan)
                 except TransportError as error:
                     if error.maybe_executed:
                         raise
                     reply = await with_retry(
                         ex,
-                        lambda: ex.eval(
-                            call.script, call.keys, call.args, context=context, on_orphan=orphan
-                        ),
+                        lambda: ex.eval(call, context=context, on_orphan=orphan),
                         idempotent=False,
                         failed=error,
                     )

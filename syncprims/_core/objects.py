@@ -78,7 +78,7 @@ class ObjectCore:
         context = self.context(action)
         return await with_retry(
             self._ex,
-            lambda: self._ex.eval(call.script, call.keys, call.args, context=context),
+            lambda: self._ex.eval(call, context=context),
             idempotent=True,
         )
 

@@ -45,7 +45,7 @@ class Release:
         """Run ``call`` with retries. Raises as ``with_retry`` (and ``ServerReplyError``)."""
         ex = self._ex
         try:  # the first attempt here: no closure and no retry coroutine unless it fails
-            return await ex.eval(call.script, call.keys, call.args, context=self._context)
+            return await ex.eval(call, context=self._context)
         except TransportError as error:
             self.unknown = self.unknown or error.maybe_executed
             first = error
@@ -57,7 +57,7 @@ class Release:
 
         async def once() -> Any:
             try:
-                return await ex.eval(call.script, call.keys, call.args, context=self._context)
+                return await ex.eval(call, context=self._context)
             except TransportError as error:
                 self.unknown = self.unknown or error.maybe_executed
                 raise

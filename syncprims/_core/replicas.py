@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from syncprims._core.retry import with_retry
-from syncprims._protocol.contracts import ScriptCall
+from syncprims._protocol.contracts import ScriptCall, Then
 from syncprims.errors import ReplicaSyncError, ServerReplyError, SyncPrimsError, TransportError
 
 if TYPE_CHECKING:
@@ -53,22 +53,15 @@ class ReplicaSync:
         ex = self._lock._ex
         aof = ex.config.lock_synced_aof
         sync_timeout = ex.config.replica_sync_timeout
-        then: tuple[str | int, ...] = (
+        command: tuple[str | int, ...] = (
             ("WAIT", required, round(sync_timeout * 1000))
             if aof is None
             else ("WAITAOF", aof[0], max(aof[1], required), round(sync_timeout * 1000))
         )
+        then = Then(command, sync_timeout)
         reply, acknowledged = await with_retry(
             ex,
-            lambda: ex.eval_then(
-                call.script,
-                call.keys,
-                call.args,
-                then,
-                then_timeout=sync_timeout,
-                context=context,
-                on_orphan=orphan,
-            ),
+            lambda: ex.eval_then(call, then, context=context, on_orphan=orphan),
             idempotent=False,
         )
         return reply, acknowledged

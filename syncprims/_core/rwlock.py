@@ -159,9 +159,11 @@ class WriteLockCore(_SideCore):
         async def leave() -> None:
             ex = self._ex
             await ex.eval(
-                scripts.RW_WRITE_GIVE_UP,
-                [self.writers, self.channel],
-                [field, WRITE_UNLOCK_MESSAGE, self.publish],
+                ScriptCall(
+                    scripts.RW_WRITE_GIVE_UP,
+                    [self.writers, self.channel],
+                    [field, WRITE_UNLOCK_MESSAGE, self.publish],
+                ),
                 context=self.context("giving up the wait for"),
             )
 

@@ -161,9 +161,7 @@ class SemaphoreCore(ExpirableCore):
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                scripts.SEM_ACQUIRE,
-                [self.name],
-                [permits],
+                ScriptCall(scripts.SEM_ACQUIRE, [self.name], [permits]),
                 context=self.context("acquiring"),
                 on_orphan=lambda late: self._give_back(permits, late),
             ),
@@ -213,9 +211,9 @@ class SemaphoreCore(ExpirableCore):
             with_retry(
                 ex,
                 lambda: ex.eval(
-                    scripts.SEM_RELEASE,
-                    [self.name, self.channel],
-                    [permits, self.publish],
+                    ScriptCall(
+                        scripts.SEM_RELEASE, [self.name, self.channel], [permits, self.publish]
+                    ),
                     context=self.context("releasing"),
                 ),
                 idempotent=False,
@@ -243,9 +241,9 @@ class SemaphoreCore(ExpirableCore):
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                scripts.SEM_RELEASE_IF_EXISTS,
-                [self.name, self.channel],
-                [count, self.publish],
+                ScriptCall(
+                    scripts.SEM_RELEASE_IF_EXISTS, [self.name, self.channel], [count, self.publish]
+                ),
                 context=self.context("releasing"),
             ),
             idempotent=False,
@@ -320,9 +318,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                scripts.PES_ACQUIRE,
-                [self.name, self.timeouts, self.channel],
-                [permit, expiry, now, NEVER, self.publish],
+                ScriptCall(
+                    scripts.PES_ACQUIRE,
+                    [self.name, self.timeouts, self.channel],
+                    [permit, expiry, now, NEVER, self.publish],
+                ),
                 context=self.context("acquiring a permit of"),
                 on_orphan=lambda late: self._give_back(permit, late),
             ),
@@ -393,9 +393,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                scripts.PES_ACQUIRE_MANY,
-                [self.name, self.timeouts, self.channel],
-                [len(permits), expiry, now, NEVER, self.publish, *permits],
+                ScriptCall(
+                    scripts.PES_ACQUIRE_MANY,
+                    [self.name, self.timeouts, self.channel],
+                    [len(permits), expiry, now, NEVER, self.publish, *permits],
+                ),
                 context=self.context("acquiring permits of"),
                 on_orphan=lambda late: self._give_back_many(permits, late),
             ),
@@ -549,9 +551,9 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         reply = await with_retry(
             ex,
             lambda: ex.eval(
-                scripts.PES_ADD_PERMITS,
-                [self.name, self.channel],
-                [count, self.publish],
+                ScriptCall(
+                    scripts.PES_ADD_PERMITS, [self.name, self.channel], [count, self.publish]
+                ),
                 context=self.context("adding permits to"),
             ),
             idempotent=False,

@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from syncprims._protocol.timing import Bounds
 
 __all__ = [
-    "Call",
     "PENDING",
     "PUSHED_TTL_MS",
+    "WAKE_TOKEN",
+    "Call",
     "Enough",
     "Executor",
     "HoldLostCallback",
@@ -42,9 +43,9 @@ __all__ = [
     "ScriptCall",
     "Settings",
     "Subscription",
-    "WAKE_TOKEN",
-    "WakePolicy",
+    "Then",
     "Wakeable",
+    "WakePolicy",
 ]
 
 Arg = str | int | bytes
@@ -79,6 +80,21 @@ class ScriptCall:
     script: Script
     keys: Sequence[str]
     args: Sequence[Arg]
+
+
+@attrs.frozen
+class Then:
+    """A plain command written right behind a script call, in the same write on the same
+    connection (``WAIT`` or ``WAITAOF`` behind an acquire: one round trip for both).
+
+    Attributes:
+        command: the command and its arguments.
+        timeout: how long it may block in Redis (``WAIT``'s timeout), seconds; its reply is
+            awaited that much longer than the usual timeout.
+    """
+
+    command: Sequence[str | int]
+    timeout: float
 
 
 @attrs.frozen
@@ -332,16 +348,8 @@ class Executor(Protocol):
         """``"PUBLISH"``, or ``"SPUBLISH"`` where ``channel`` (of the object at ``key``) is
         sharded (a Redis 7+ cluster, channel and key in one slot)."""
 
-    async def eval(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Arg],
-        *,
-        context: str,
-        on_orphan: Orphan | None = None,
-    ) -> Any:
-        """Run a script once on the node that owns ``keys``.
+    async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
+        """Run the script ``call`` once on the node that owns its keys.
 
         Raises:
             TransportError: ``maybe_executed`` tells whether it may have run.
@@ -349,20 +357,10 @@ class Executor(Protocol):
         """
 
     async def eval_then(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Arg],
-        then: Sequence[str | int],
-        *,
-        then_timeout: float,
-        context: str,
-        on_orphan: Orphan | None = None,
+        self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
     ) -> tuple[Any, Any]:
-        """Run a script once and the plain command ``then`` right behind it, in one write on
-        the same connection (one round trip: an acquire and its ``WAIT``); ``then_timeout``:
-        how long ``then`` may block in Redis (``WAIT``'s timeout), seconds, which its reply
-        is awaited for on top of the usual timeout.
+        """Run the script ``call`` once and the plain command ``then`` right behind it, in
+        one write on the same connection (one round trip: an acquire and its ``WAIT``).
 
         Returns:
             The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with.

@@ -14,8 +14,15 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from syncprims._protocol.contracts import PENDING, Armed, Call, Enough, Orphan, WakePolicy
-from syncprims._protocol.scripts import Script
+from syncprims._protocol.contracts import (
+    PENDING,
+    Armed,
+    Call,
+    Enough,
+    Orphan,
+    ScriptCall,
+    WakePolicy,
+)
 from syncprims._protocol.timing import MIN_GRACE
 from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
@@ -107,66 +114,16 @@ class AsyncExecutor(ExecutorBase):
         self._undoing: set[asyncio.Task[None]] = set()
         self._late: set[asyncio.Task[Any]] = set()  # fan-out calls finished in the background
 
-    def _cluster_sharded(self) -> bool:
-        return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
-
-    async def start(self) -> None:
-        """Check that Redis answers (``PING``); in a cluster, load the slot map first.
-
-        Raises:
-            TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
-        """
-        if isinstance(self.transport, ClusterRouter):
-            await self.transport.ready()
-        await self.transport.command("PING", context="connecting")
-        await self.write_record(self.transport)
-        if self.config.lock_synced_replicas == "auto" and not isinstance(
-            self.transport, ClusterRouter
-        ):
-            await replica_count(self.transport, self.monotonic(), recheck=True)
-
     def eval(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        *,
-        context: str,
-        on_orphan: Orphan | None = None,
+        self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None
     ) -> Coroutine[Any, Any, Any]:
         # the transport's coroutine itself, not one more layer around it (the hot path)
-        return self.transport.eval(script, keys, args, context=context, on_orphan=on_orphan)
-
-    async def eval_then(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        then: Sequence[str | int],
-        *,
-        then_timeout: float,
-        context: str,
-        on_orphan: Orphan | None = None,
-    ) -> tuple[Any, Any]:
-        return await self.transport.eval_then(
-            script,
-            keys,
-            args,
-            then,
-            then_timeout=then_timeout,
-            context=context,
-            on_orphan=on_orphan,
-        )
+        return self.transport.eval(call, context=context, on_orphan=on_orphan)
 
     def replicas(self, route: str, *, recheck: bool = False) -> Coroutine[Any, Any, int]:
         transport = self.transport
         server = transport.route([route]) if isinstance(transport, ClusterRouter) else transport
         return replica_count(server, self.monotonic(), recheck=recheck)  # no layer around it
-
-    async def command(
-        self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
-    ) -> Any:
-        return await self.transport.command(*args, context=context, route=route, timeout=timeout)
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         executors: list[AsyncExecutor] = []
@@ -188,13 +145,7 @@ class AsyncExecutor(ExecutorBase):
                     maybe_executed=False,
                 )
                 continue
-            coro = ex.eval(
-                call.call.script,
-                call.call.keys,
-                call.call.args,
-                context=call.context,
-                on_orphan=call.on_orphan,
-            )
+            coro = ex.eval(call.call, context=call.context, on_orphan=call.on_orphan)
             tasks[loop.create_task(_after(late, coro) if late else coro)] = i
         pending = set(tasks)
         started = loop.time()
@@ -284,13 +235,7 @@ class AsyncExecutor(ExecutorBase):
             """Call ``i`` on the per-call path (it loads a script NOSCRIPT found missing)."""
             call = calls[i]
             task = loop.create_task(
-                executors[i].eval(
-                    call.call.script,
-                    call.call.keys,
-                    call.call.args,
-                    context=call.context,
-                    on_orphan=call.on_orphan,
-                )
+                executors[i].eval(call.call, context=call.context, on_orphan=call.on_orphan)
             )
             retries[task] = i
             task.add_done_callback(retried)

@@ -14,15 +14,19 @@ import os
 import threading
 import time
 import weakref
+from typing import Any
 
 import attrs
 from redis.backoff import EqualJitterBackoff
 
+from syncprims._protocol.contracts import Orphan, ScriptCall, Then
 from syncprims._protocol.ids import new_client_id
 from syncprims._protocol.keyspace import is_keyspace_channel
 from syncprims._protocol.timing import Bounds
 from syncprims._services.record import ClientRecord, CommandRunner
+from syncprims._transport.cluster import ClusterRouter
 from syncprims._transport.errors import key_slot
+from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import CONNECT_TIMEOUT, Source
 from syncprims.config import DEFAULT_TIMEOUT, Config
 from syncprims.errors import ClientClosedError, SyncPrimsError
@@ -71,6 +75,9 @@ class ExecutorBase:
 
     record: ClientRecord
     """The client's record in Redis (set by each executor, on its services loop)."""
+    transport: Any
+    """The face's transport: a server, or a cluster router of its servers (each executor
+    names its own type)."""
 
     def __init__(self, config: Config, source: Source) -> None:
         self.config, self.bounds = resolve(config, source)
@@ -142,9 +149,6 @@ class ExecutorBase:
             and not is_keyspace_channel(channel)
         )
 
-    def _cluster_sharded(self) -> bool:
-        return False
-
     def publish_command_for(self, channel: str, key: str) -> str:
         """``SPUBLISH`` for a sharded channel, else ``PUBLISH``."""
         return "SPUBLISH" if self.cluster and self.sharded(channel, key) else "PUBLISH"
@@ -156,6 +160,41 @@ class ExecutorBase:
     def wall_ms(self) -> int:
         """The wall clock, epoch milliseconds."""
         return time.time_ns() // 1_000_000
+
+    # -- what both faces' executors do alike, on their ``transport`` -----------------------
+
+    def _cluster_sharded(self) -> bool:
+        return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
+
+    async def start(self) -> None:
+        """Check that Redis answers (``PING``); in a cluster, load the slot map first.
+
+        Raises:
+            TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
+        """
+        if isinstance(self.transport, ClusterRouter):
+            await self.transport.ready()
+        await self.transport.command("PING", context="connecting")
+        await self.write_record(self.transport)
+        if self.config.lock_synced_replicas == "auto" and not isinstance(
+            self.transport, ClusterRouter
+        ):
+            await replica_count(self.transport, self.monotonic(), recheck=True)
+
+    async def command(
+        self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
+    ) -> Any:
+        return await self.transport.command(*args, context=context, route=route, timeout=timeout)
+
+    async def eval_then(
+        self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
+    ) -> tuple[Any, Any]:
+        """Run ``script`` and ``then`` behind it in one write (the transport's
+        ``eval_then``): the script's reply and ``then``'s."""
+        reply: tuple[Any, Any] = await self.transport.eval_then(
+            call, then, context=context, on_orphan=on_orphan
+        )
+        return reply
 
     def after_fork(self) -> None:
         """In a forked child: a new identity, and nothing of the parent's background state."""

@@ -25,9 +25,9 @@ from syncprims._protocol.contracts import (
     Call,
     Enough,
     Orphan,
+    ScriptCall,
     WakePolicy,
 )
-from syncprims._protocol.scripts import Script
 from syncprims._protocol.stepping import run
 from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
@@ -58,17 +58,10 @@ class _OffLoop:
     def __init__(self, transport: SyncTransport) -> None:
         self._transport = transport
 
-    async def eval(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        *,
-        context: str,
-    ) -> object:
+    async def eval(self, call: ScriptCall, *, context: str) -> object:
         transport = self._transport
         return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: run(transport.eval(script, keys, args, context=context))
+            None, lambda: run(transport.eval(call, context=context))
         )
 
     async def command(self, *args: str | int, context: str, route: str | None = None) -> object:
@@ -136,65 +129,13 @@ class SyncExecutor(ExecutorBase):
         self.listeners = ObjectListeners(self.loop, database=self.database)
         self.record = ClientRecord(self.loop, runner, lambda: self.client_id, client_name(source))
 
-    def _cluster_sharded(self) -> bool:
-        return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
-
-    async def start(self) -> None:
-        """Check that Redis answers (``PING``); in a cluster, load the slot map first.
-
-        Raises:
-            TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
-        """
-        if isinstance(self.transport, ClusterRouter):
-            await self.transport.ready()
-        await self.transport.command("PING", context="connecting")
-        await self.write_record(self.transport)
-        if self.config.lock_synced_replicas == "auto" and not isinstance(
-            self.transport, ClusterRouter
-        ):
-            await replica_count(self.transport, self.monotonic(), recheck=True)
-
-    async def eval(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        *,
-        context: str,
-        on_orphan: Orphan | None = None,
-    ) -> Any:
-        return await self.transport.eval(script, keys, args, context=context)
-
-    async def eval_then(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        then: Sequence[str | int],
-        *,
-        then_timeout: float,
-        context: str,
-        on_orphan: Orphan | None = None,
-    ) -> tuple[Any, Any]:
-        return await self.transport.eval_then(
-            script,
-            keys,
-            args,
-            then,
-            then_timeout=then_timeout,
-            context=context,
-            on_orphan=on_orphan,
-        )
+    async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
+        return await self.transport.eval(call, context=context)
 
     async def replicas(self, route: str, *, recheck: bool = False) -> int:
         transport = self.transport
         server = transport.route([route]) if isinstance(transport, ClusterRouter) else transport
         return await replica_count(server, self.monotonic(), recheck=recheck)
-
-    async def command(
-        self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
-    ) -> Any:
-        return await self.transport.command(*args, context=context, route=route, timeout=timeout)
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         routed = []
@@ -225,9 +166,7 @@ class SyncExecutor(ExecutorBase):
             if isinstance(reply, ClusterRedirectError):  # it did not run: follow it alone
                 call = calls[i]
                 try:
-                    replies[i] = await call.executor.eval(
-                        call.call.script, call.call.keys, call.call.args, context=call.context
-                    )
+                    replies[i] = await call.executor.eval(call.call, context=call.context)
                 except SyncPrimsError as error:
                     replies[i] = error
         return replies

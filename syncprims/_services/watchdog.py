@@ -36,12 +36,11 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol
 
 from syncprims import _observe
-from syncprims._protocol import scripts
-from syncprims._protocol.contracts import HoldLostCallback, RenewalKind
+from syncprims._protocol.contracts import HoldLostCallback, RenewalKind, ScriptCall
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import drift
 from syncprims._protocol.wheel import TimingWheel
@@ -55,14 +54,7 @@ log = logging.getLogger("syncprims.watchdog")
 class ScriptRunner(Protocol):
     """What the watchdog needs from the transport: one script call on the services loop."""
 
-    async def eval(
-        self,
-        script: scripts.Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        *,
-        context: str,
-    ) -> object: ...
+    async def eval(self, call: ScriptCall, *, context: str) -> object: ...
 
 
 class _Renewal:
@@ -301,7 +293,8 @@ class Watchdog:
         try:
             self.round_trips += 1
             reply = await self._runner.eval(
-                kind.script, keys, args, context=f"renewing {len(batch)} {kind.name} hold(s)"
+                ScriptCall(kind.script, keys, args),
+                context=f"renewing {len(batch)} {kind.name} hold(s)",
             )
         except Exception as error:
             self._renew_failed(batch, error)

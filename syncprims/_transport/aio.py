@@ -33,7 +33,7 @@ from asyncio import get_running_loop
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from syncprims._protocol.contracts import Orphan
+from syncprims._protocol.contracts import Orphan, ScriptCall, Then
 from syncprims._protocol.scripts import Script
 from syncprims._transport.connections import (
     ERRORS,
@@ -232,15 +232,14 @@ class AsyncServer:
 
     def eval(
         self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
+        call: ScriptCall,
         *,
         context: str,
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> Coroutine[Any, Any, Any]:
-        """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT): a coroutine.
+        """Run the script ``call`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT): a
+        coroutine.
 
         ``asking`` sends ``ASKING`` first (a cluster ASK redirection). On an open shared
         connection of this loop, the call takes :meth:`_timed_eval` (no coroutine layers,
@@ -252,7 +251,8 @@ class AsyncServer:
                 script may have run.
             ServerReplyError: Redis answered with an error.
         """
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        script, keys = call.script, call.keys
+        command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
         mux = self._mux
         if mux is not None and not asking and not self._closed:
             connection = mux.pick()
@@ -308,20 +308,17 @@ class AsyncServer:
 
     async def eval_then(
         self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        then: Sequence[str | int],
+        call: ScriptCall,
+        then: Then,
         *,
-        then_timeout: float,
         context: str,
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> tuple[Any, Any]:
-        """Run ``script`` once (as :meth:`eval`) and the plain command ``then`` right behind
-        it, in one write on one connection: one round trip for both (an acquire and its
-        ``WAIT``). ``then_timeout``: how long ``then`` itself may block in Redis (``WAIT``'s
-        timeout), seconds; the call may take that much longer than the usual timeout.
+        """Run the script ``call`` once (as :meth:`eval`) and the plain command ``then``
+        right behind it, in one write on one connection: one round trip for both (an
+        acquire and its ``WAIT``); the call may take ``then.timeout`` longer than the usual
+        timeout.
 
         Returns:
             The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with
@@ -331,14 +328,15 @@ class AsyncServer:
         Raises:
             As :meth:`eval`, for the script.
         """
+        script, keys = call.script, call.keys
         reply, after = await self._call(
-            ("EVALSHA", script.sha, len(keys), *keys, *args),
+            ("EVALSHA", script.sha, len(keys), *keys, *call.args),
             context,
             on_orphan=on_orphan,
             script=script,
             asking=asking,
-            timeout=self.timeout + then_timeout,
-            then=tuple(then),
+            timeout=self.timeout + then.timeout,
+            then=tuple(then.command),
         )
         return reply, after
 

@@ -27,8 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from syncprims._protocol.contracts import Orphan
-from syncprims._protocol.scripts import Script
+from syncprims._protocol.contracts import Orphan, ScriptCall, Then
 from syncprims._transport.aio import NodePool
 from syncprims._transport.caching import cache_free_pool
 from syncprims._transport.connections import amove_slot, move_slot, node_pool
@@ -48,9 +47,7 @@ class NodeServer(Protocol):
 
     async def eval(
         self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
+        call: ScriptCall,
         *,
         context: str,
         on_orphan: Orphan | None = None,
@@ -59,12 +56,9 @@ class NodeServer(Protocol):
 
     async def eval_then(
         self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        then: Sequence[str | int],
+        call: ScriptCall,
+        then: Then,
         *,
-        then_timeout: float,
         context: str,
         on_orphan: Orphan | None = None,
         asking: bool = False,
@@ -280,49 +274,22 @@ class ClusterRouter(Generic[S]):
         assert last is not None
         raise last
 
-    async def eval(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        *,
-        context: str,
-        on_orphan: Orphan | None = None,
-        asking: bool = False,
-    ) -> Any:
-        """Run ``script`` once on the node of its keys (following redirections)."""
+    async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
+        """Run the script ``call`` once on the node of its keys (following redirections)."""
         return await self._routed(
-            keys,
-            lambda server, ask: server.eval(
-                script, keys, args, context=context, on_orphan=on_orphan, asking=ask
-            ),
+            call.keys,
+            lambda server, ask: server.eval(call, context=context, on_orphan=on_orphan, asking=ask),
         )
 
     async def eval_then(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        then: Sequence[str | int],
-        *,
-        then_timeout: float,
-        context: str,
-        on_orphan: Orphan | None = None,
-        asking: bool = False,
+        self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
     ) -> tuple[Any, Any]:
-        """Run ``script`` and the command ``then`` behind it in one write, on the node of
-        its keys (following redirections)."""
+        """Run the script ``call`` and the command ``then`` behind it in one write, on the
+        node of its keys (following redirections)."""
         result: tuple[Any, Any] = await self._routed(
-            keys,
+            call.keys,
             lambda server, ask: server.eval_then(
-                script,
-                keys,
-                args,
-                then,
-                then_timeout=then_timeout,
-                context=context,
-                on_orphan=on_orphan,
-                asking=ask,
+                call, then, context=context, on_orphan=on_orphan, asking=ask
             ),
         )
         return result

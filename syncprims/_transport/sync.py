@@ -33,10 +33,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
-from syncprims._protocol.contracts import Orphan
+from syncprims._protocol.contracts import Orphan, ScriptCall, Then
 from syncprims._protocol.scripts import Script
 from syncprims._transport.connections import (
     ERRORS,
@@ -298,15 +297,13 @@ class SyncServer:
 
     async def eval(
         self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
+        call: ScriptCall,
         *,
         context: str,
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> Any:
-        """Run ``script`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
+        """Run the script ``call`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
 
         ``asking`` sends ``ASKING`` first (a cluster ASK redirection). ``on_orphan`` is
         accepted for symmetry with the asyncio transport and ignored: a blocking call is not
@@ -318,7 +315,10 @@ class SyncServer:
                 script may have run.
             ServerReplyError: Redis answered with an error.
         """
-        return self._call(("EVALSHA", script.sha, len(keys), *keys, *args), context, script, asking)
+        script, keys = call.script, call.keys
+        return self._call(
+            ("EVALSHA", script.sha, len(keys), *keys, *call.args), context, script, asking
+        )
 
     async def command(
         self,
@@ -337,20 +337,17 @@ class SyncServer:
 
     async def eval_then(
         self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[str | int | bytes],
-        then: Sequence[str | int],
+        call: ScriptCall,
+        then: Then,
         *,
-        then_timeout: float,
         context: str,
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> tuple[Any, Any]:
-        """Run ``script`` once (as :meth:`eval`) and the plain command ``then`` right behind
-        it, in one write on one connection: one round trip for both (an acquire and its
-        ``WAIT``). ``then_timeout``: how long ``then`` itself may block in Redis (``WAIT``'s
-        timeout), seconds; its reply is awaited that much longer than the usual timeout.
+        """Run the script ``call`` once (as :meth:`eval`) and the plain command ``then``
+        right behind it, in one write on one connection: one round trip for both (an
+        acquire and its ``WAIT``); ``then``'s reply is awaited ``then.timeout`` longer than
+        the usual timeout.
 
         Returns:
             The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with
@@ -359,9 +356,10 @@ class SyncServer:
         Raises:
             As :meth:`eval`, for the script (``then``'s reply is read and dropped first).
         """
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        after_command = tuple(then)
-        then_wait = self.timeout + then_timeout
+        script, keys = call.script, call.keys
+        command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
+        after_command = tuple(then.command)
+        then_wait = self.timeout + then.timeout
         conn = self.checkout(context)
         try:
             if asking:
