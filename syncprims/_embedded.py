@@ -28,7 +28,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from types import TracebackType
 from typing import Protocol, Self
 
 __all__ = [
@@ -287,12 +286,7 @@ class RedisServer:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -33,6 +34,13 @@ class Scheduler(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Start a task on the loop (called on the loop); kept alive until done."""
+
+
+def _task_done(tasks: set[asyncio.Task[Any]], name: str, task: asyncio.Task[Any]) -> None:
+    """A background task of a loop ended: forget it; log its error, if any."""
+    tasks.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s: background task failed", name, exc_info=task.exception())
 
 
 class ServiceLoop:
@@ -102,12 +110,7 @@ class ServiceLoop:
         """Start a task on the loop (call this on the loop thread); it is kept alive until done."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: background task failed", self._name, exc_info=task.exception())
+        task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run ``coro`` on the loop; wait for it at most ``timeout`` seconds (not on the loop)."""
@@ -151,12 +154,7 @@ class CallerLoop:
         """Start a task on the loop; it is kept alive until done."""
         task = self._loop.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: background task failed", self._name, exc_info=task.exception())
+        task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
 
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the background tasks, then cancel them."""

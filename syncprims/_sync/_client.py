@@ -9,7 +9,6 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, Unpack, final
 
 if TYPE_CHECKING:  # only the types are named; valkey-py is optional (the [valkey] extra)
@@ -472,12 +471,7 @@ class Client:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
 
@@ -577,12 +571,7 @@ class MasterSet:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from types import TracebackType
 from typing import ParamSpec, Self, TypeVar
 
 from syncprims._protocol.templates import require_plain_function
@@ -62,10 +61,5 @@ class Guarded:
         self._enter()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._leave()

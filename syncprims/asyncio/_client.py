@@ -7,7 +7,6 @@ import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, Unpack, final
 
 if TYPE_CHECKING:  # only the types are named; valkey-py is optional (the [valkey] extra)
@@ -469,12 +468,7 @@ class Client:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
 
@@ -574,12 +568,7 @@ class MasterSet:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import ParamSpec, Self, TypeVar
 
 from syncprims._protocol.templates import require_coroutine_function
@@ -60,10 +59,5 @@ class Guarded:
         await self._enter()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self._leave()
