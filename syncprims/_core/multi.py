@@ -44,6 +44,7 @@ from syncprims._core.retry import releasing
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.ids import new_request_id
 from syncprims._protocol.names import unlock_latch_key
+from syncprims._protocol.quorum import majority, released_enough, settled
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import (
@@ -265,7 +266,7 @@ class MultiLockCore:
                     out += 1
                 elif not isinstance(reply, Exception) and sub.reply_ttl(reply) is None:
                     granted += 1
-            return granted >= need or granted + out < need
+            return settled(granted, out, need)
 
         return enough
 
@@ -293,7 +294,7 @@ class MultiLockCore:
         need = self.required()
 
         def quorum_released(replies: Sequence[Any]) -> bool:
-            return sum(1 for reply in replies if reply in (0, 1)) >= need
+            return released_enough(sum(1 for reply in replies if reply in (0, 1)), need)
 
         # With a quorum released, the rest finishes in the background (each within its
         # server's timeout, its book-keeping done by the call's on_orphan).
@@ -398,4 +399,4 @@ class RedLockCore(MultiLockCore):
     kind = "RedLock"
 
     def required(self) -> int:
-        return len(self.locks) // 2 + 1
+        return majority(len(self.locks))

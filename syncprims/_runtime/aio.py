@@ -23,7 +23,7 @@ from syncprims._protocol.contracts import (
     ScriptCall,
     WakePolicy,
 )
-from syncprims._protocol.timing import MIN_GRACE
+from syncprims._protocol.quorum import grace_end
 from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
 from syncprims._services.listeners import ObjectListeners
@@ -149,13 +149,12 @@ class AsyncExecutor(ExecutorBase):
             tasks[loop.create_task(_after(late, coro) if late else coro)] = i
         pending = set(tasks)
         started = loop.time()
-        grace: float | None = None  # once enough: how long the others still get
+        stop_at: float | None = None  # once enough: when the others stop being awaited
         try:
             while pending:
-                if grace is None and enough is not None and enough(results):
-                    grace = max(MIN_GRACE, loop.time() - started)  # as the sync fan-out
-                    stop_at = loop.time() + grace
-                if grace is not None:
+                if stop_at is None and enough is not None and enough(results):
+                    stop_at = grace_end(started, loop.time())  # as the sync fan-out
+                if stop_at is not None:
                     left = stop_at - loop.time()
                     if left <= 0:
                         break
@@ -284,7 +283,7 @@ class AsyncExecutor(ExecutorBase):
         try:
             while remaining:
                 if stop_at is None and enough is not None and enough(results):
-                    stop_at = loop.time() + max(MIN_GRACE, loop.time() - started)
+                    stop_at = grace_end(started, loop.time())
                     grace_timer = loop.call_at(stop_at, woken)
                 if stop_at is not None and loop.time() >= stop_at:
                     break

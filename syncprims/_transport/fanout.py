@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from syncprims._protocol.contracts import PENDING, Enough
+from syncprims._protocol.quorum import grace_end
 from syncprims._protocol.scripts import Script
-from syncprims._protocol.timing import MIN_GRACE
 from syncprims.errors import RedisTimeoutError, SyncPrimsError
 
 if TYPE_CHECKING:
@@ -141,8 +141,7 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
         stop_at = math.inf  # once enough: the end of the grace (see fan_out's docstring)
         while in_flight:
             if stop_at == math.inf and enough is not None and enough(results):
-                now = time.monotonic()
-                stop_at = now + max(MIN_GRACE, now - started)
+                stop_at = grace_end(started, time.monotonic())
             ready = _readable(in_flight, deadlines, stop_at)
             if ready is None:  # the grace is over: the rest finishes in the background
                 break
