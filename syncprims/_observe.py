@@ -26,7 +26,7 @@ from typing import Protocol
 
 from syncprims._protocol.loss import LossReason
 
-__all__ = ["LOGGERS", "AcquireProbe", "Metrics", "metrics"]
+__all__ = ["LOGGERS", "AcquireProbe", "Metrics", "acquire_probe", "metrics"]
 
 LOGGERS = (
     "syncprims",
@@ -102,6 +102,32 @@ class AcquireProbe:
         recorder = metrics
         if recorder is not None:
             recorder.acquire(self.kind, elapsed, outcome, self.failed)
+
+
+class _Unobserved:
+    """The probe of an acquire nobody observes (metrics off, DEBUG off): no clock read, no
+    record, nothing built per acquire."""
+
+    __slots__ = ()
+
+    def busy(self, ttl: int) -> None:
+        pass
+
+    def finish(self, outcome: str) -> None:
+        pass
+
+
+_UNOBSERVED = _Unobserved()
+
+
+def acquire_probe(kind: str, name: str, wait: float) -> AcquireProbe | _Unobserved:
+    """The probe of one acquire: an :class:`AcquireProbe` while metrics are on or the
+    ``syncprims.lock`` logger records DEBUG, else a shared probe that does nothing (an
+    uncontended acquire builds no metrics event it does not send). The choice is made when
+    the acquire starts; the logging module caches ``isEnabledFor``."""
+    if metrics is None and not lock_log.isEnabledFor(logging.DEBUG):
+        return _UNOBSERVED
+    return AcquireProbe(kind, name, wait)
 
 
 def released(kind: str, name: str, reply: object, held_since: float | None) -> None:

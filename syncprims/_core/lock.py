@@ -424,7 +424,7 @@ class LockCore(ExpirableCore):
         if cap is not None:  # the watchdog renews it up to max_hold after the grant
             lease = min(lease, max(1, round(cap * 1000)))
         self.holds.cap(field, cap)
-        probe = _observe.AcquireProbe(self.kind, self.name, wait)
+        probe = _observe.acquire_probe(self.kind, self.name, wait)
         one_wake = self.one_wake if wait > 0 and not self._client.own_keys_refused else None
         first: int | None = None  # the reply of a plain first attempt (see below)
         started: float | None = None  # and when it was sent: the wait counts from then

@@ -113,10 +113,12 @@ class MultiLockCore:
         names = list(dict.fromkeys(sub.name for sub in self.locks))
         self.name = ", ".join(repr(name) for name in names)
         self.error_name = names[0] if len(names) == 1 else self.name
+        self.need = self.needed(len(self.locks))
 
-    def required(self) -> int:
-        """How many sub-locks make the lock held."""
-        return len(self.locks)
+    @staticmethod
+    def needed(count: int) -> int:
+        """How many of ``count`` sub-locks make the lock held: every one."""
+        return count
 
     def context(self, action: str) -> str:
         """For messages."""
@@ -175,7 +177,7 @@ class MultiLockCore:
                 # chaos campaign) may be someone else's by now, and are given back.
                 limit = lease_s if lease_s is not None else min(p[2] for p in plans) / 1000
                 left = limit - elapsed - drift(limit)
-                if len(taken) >= self.required() and left > 0:
+                if len(taken) >= self.need and left > 0:
                     for i in taken:
                         sub, field, lease, watchdog = plans[i]
                         sub.acquired(field, lease, watchdog, replies[i], since=started)
@@ -184,7 +186,7 @@ class MultiLockCore:
                     if lease_s is not None:  # validity counted from the attempt's start
                         self._validity[owner] = (left + elapsed, started)
                     return True
-                if len(taken) >= self.required():
+                if len(taken) >= self.need:
                     log.warning(
                         "%s: the grants came %.3f s after they were asked for, past the "
                         "%.3f s lease: not taken",
@@ -257,7 +259,7 @@ class MultiLockCore:
         """When an attempt's fan-out may stop waiting: a quorum granted, or too few replies
         left for one. The calls still out finish in the background; a late grant is
         released at once (``LockCore.on_abandoned_attempt``)."""
-        need = self.required()
+        need = self.need
 
         def enough(replies: Sequence[Any]) -> bool:
             granted = out = 0
@@ -291,7 +293,7 @@ class MultiLockCore:
             return []
         own_keys = [_own_keys(sub) for sub, _ in holds]
         calls: list[tuple[Call, str]] = [_release_call(sub, field) for sub, field in holds]
-        need = self.required()
+        need = self.need
 
         def quorum_released(replies: Sequence[Any]) -> bool:
             return released_enough(sum(1 for reply in replies if reply in (0, 1)), need)
@@ -345,7 +347,7 @@ class MultiLockCore:
         self._validity.pop(owner, None)
         replies = await self._release(holds)
         released = sum(1 for reply in replies if reply in (0, 1))
-        if released >= self.required():
+        if released >= self.need:
             return
         errors = [reply for reply in replies if isinstance(reply, TransportError)]
         not_held = [reply for reply in replies if reply is None or reply == 2]
@@ -353,7 +355,7 @@ class MultiLockCore:
             raise LockNotHeldError(
                 f"{self.kind} of {self.name} is not held by owner {owner}: "
                 f"{released} of {len(self.locks)} sub-locks released, "
-                f"{self.required()} required",
+                f"{self.need} required",
                 name=self.error_name,
                 owner=str(owner),
             ) from (errors[0] if errors else None)
@@ -370,7 +372,7 @@ class MultiLockCore:
 
     async def is_held_by(self, owner: int) -> bool:
         """Whether ``owner`` holds the required number of sub-locks."""
-        return await self._count_held(owner) >= self.required()
+        return await self._count_held(owner) >= self.need
 
     async def is_locked(self) -> bool:
         """Whether the required number of sub-locks are held (by anyone)."""
@@ -378,7 +380,7 @@ class MultiLockCore:
         for sub in self.locks:
             with contextlib.suppress(TransportError):
                 locked += await sub.is_locked()
-        return locked >= self.required()
+        return locked >= self.need
 
     def validity_time(self, owner: int) -> float | None:
         """Seconds left of ``owner``'s validity time; ``None`` without a lease or a hold."""
@@ -398,5 +400,7 @@ class RedLockCore(MultiLockCore):
 
     kind = "RedLock"
 
-    def required(self) -> int:
-        return majority(len(self.locks))
+    @staticmethod
+    def needed(count: int) -> int:
+        """A majority (``syncprims._protocol.quorum.majority``)."""
+        return majority(count)
