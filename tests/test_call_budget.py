@@ -55,6 +55,7 @@ PER_ROUND = frozenset(
         ("quorum.py", "settled"),
         ("quorum.py", "released_enough"),
         ("quorum.py", "grace_end"),
+        # a reply's decoding: once per reply, and again by each round's quorum check
         ("lock.py", "reply_ttl"),
     }
 )

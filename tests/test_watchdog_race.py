@@ -16,7 +16,7 @@ another owner's hold; but the same owner's next hold had the same field, and the
 ``PEXPIRE`` set that hold's TTL to the watchdog timeout: a 20 s explicit lease was cut to
 0.6 s, so the lock went to someone else while its holder still counted on 19 s. Fixed: a
 hold dropped while a renewal call for it is unanswered is remembered until the reply
-(``Watchdog.may_renew_late``), and ``LockCore.fresh_field`` gives that owner's next hold a
+(``Watchdog.may_renew_late``), and ``Releases.fresh_field`` gives that owner's next hold a
 new field (``<client>:<owner>.<n>``, as after a release with an unknown outcome), which the
 late renewal does not name.
 

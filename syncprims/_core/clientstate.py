@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import weakref
 
 from syncprims._protocol.contracts import Executor
@@ -74,18 +75,25 @@ class ClientLocks:
 
 
 _STATES: weakref.WeakKeyDictionary[Executor, ClientLocks] = weakref.WeakKeyDictionary()
+_MAKING = threading.Lock()
 
 
 def client_locks(executor: Executor) -> ClientLocks:
-    """The book-keeping of ``executor``'s client (made at its first lock object)."""
+    """The book-keeping of ``executor``'s client (made at its first lock object, once even
+    when two threads make their first lock objects at the same moment)."""
     state = _STATES.get(executor)
     if state is None:
-        state = _STATES[executor] = ClientLocks()
+        with _MAKING:
+            state = _STATES.get(executor)
+            if state is None:
+                state = _STATES[executor] = ClientLocks()
     return state
 
 
 def _forget_in_child() -> None:
     """In a forked child: every client has a new id; nothing of the parent's is its own."""
+    global _MAKING
+    _MAKING = threading.Lock()  # the parent's may have been taken when it forked
     for state in list(_STATES.values()):
         state.clear()
 

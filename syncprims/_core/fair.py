@@ -43,8 +43,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from syncprims._core.grant import Grant
-from syncprims._core.lock import UNLOCK_MESSAGE, LockCore, lock_policy
-from syncprims._core.onewake import ONE_WAKE_ENTRY_MS
+from syncprims._core.lock import LockCore, lock_policy
+from syncprims._core.onewake import ONE_WAKE_ENTRY_MS, UNLOCK_MESSAGE
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, ScriptCall, WakePolicy
 from syncprims._protocol.names import fair_grant_registry_name, prefix_name

@@ -154,7 +154,7 @@ async def _processes(core: ObjectCore, client_ids: Iterable[str]) -> dict[str, _
 def _waiter(member: str, position: int, deadline_in: float | None) -> LockWaiter:
     """A waiter from a queue or registry member: an owner field, a client id (an RLock's
     client registration) or ``<g or b>|<lease>|<wait id>.<n>|<owner field>`` (a wait that a
-    release may grant the lock to: ``syncprims._core.lock._GrantWait``)."""
+    release may grant the lock to: ``syncprims._core.grant.GrantWait``)."""
     member = member.rpartition("|")[2]
     client, owner, _, _ = parse_field(member)
     if not client and ":" not in member:  # a whole client's registration

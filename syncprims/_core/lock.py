@@ -35,7 +35,6 @@ which it uses by the part classes it names (:attr:`LockCore.one_wake_part`,
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ClassVar
@@ -46,7 +45,7 @@ from syncprims._core.grant import GRANTED, Grant, GrantWait, gave_back_late
 from syncprims._core.info import lock_info, lock_statistics
 from syncprims._core.loss import Holds, max_hold_seconds
 from syncprims._core.objects import ExpirableCore
-from syncprims._core.onewake import OneWake
+from syncprims._core.onewake import UNLOCK_MESSAGE, OneWake
 from syncprims._core.release import Releases
 from syncprims._core.replicas import ReplicaSync
 from syncprims._core.retry import releasing, with_retry
@@ -81,10 +80,6 @@ from syncprims.errors import (
 )
 
 __all__ = ["LOCK_RENEWAL", "REENTRY_ERR", "LockCore", "lock_policy"]
-
-log = logging.getLogger("syncprims.lock")
-
-UNLOCK_MESSAGE = "0"
 
 
 REENTRY_ERR = "NON_REENTRANT_REACQUIRE"
@@ -329,8 +324,8 @@ class LockCore(ExpirableCore):
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         context = self.context("acquiring")
 
-        def orphan(late: Any) -> Awaitable[None]:
-            return self.on_abandoned_attempt(field, wait, late)
+        def orphan(late: Any) -> Awaitable[None]:  # the wait the call said (a single: none)
+            return self.on_abandoned_attempt(field, single, late)
 
         acknowledged: Any = None
         aof = ex.config.lock_synced_aof

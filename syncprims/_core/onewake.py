@@ -26,6 +26,7 @@ __all__ = [
     "ONE_WAKE_ENTRY_MS",
     "ONE_WAKE_RESERVATION_MS",
     "ONE_WAKE_SLICE_MS",
+    "UNLOCK_MESSAGE",
     "OneWake",
     "herald_policy",
     "one_wake_policy",
@@ -33,7 +34,7 @@ __all__ = [
 
 log = logging.getLogger("syncprims.lock")
 
-UNLOCK_MESSAGE = "0"
+UNLOCK_MESSAGE = "0"  # what a release publishes on the lock channel (Redisson's)
 ONE_WAKE_ENTRY_MS = 10_000  # a waiting client's registration lives this long (NX: not renewed)
 ONE_WAKE_SLICE_MS = 1_000  # a registered waiter attempts (and re-registers) at least this often
 ONE_WAKE_RESERVATION_MS = 100  # a released lock waits this long, at most, for the named client

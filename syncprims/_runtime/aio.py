@@ -198,7 +198,8 @@ class AsyncExecutor(ExecutorBase):
     ) -> list[Any]:
         """:meth:`eval_many` when every call goes on a server's shared connection: each
         call is queued on its connection at once (one write per server for every fan-out
-        of the loop turn) and its reply is taken by a callback, without a task per call;
+        of the loop turn; at once on an idle connection) and its reply is taken by a
+        callback, without a task per call;
         the same outcomes as the per-call path (a timeout, an error, ``PENDING`` once
         ``enough`` held and the grace ran out, the undoing of answered attempts when the
         caller is cancelled). A script not loaded yet takes the per-call path (it loads

@@ -189,7 +189,7 @@ class ExecutorBase:
     async def eval_then(
         self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
     ) -> tuple[Any, Any]:
-        """Run ``script`` and ``then`` behind it in one write (the transport's
+        """Run the script ``call`` and ``then`` behind it in one write (the transport's
         ``eval_then``): the script's reply and ``then``'s."""
         reply: tuple[Any, Any] = await self.transport.eval_then(
             call, then, context=context, on_orphan=on_orphan

@@ -27,7 +27,7 @@ owner's hold; but the *same* owner's next hold would have the same field, and th
 lease). So a hold dropped (:meth:`Watchdog.cancel`, :meth:`Watchdog.cancel_all`, a loss)
 while a renewal call for it is unanswered is remembered until that call's reply
 (:meth:`Watchdog.may_renew_late`), and the lock then gives the owner's next hold a new field
-(``LockCore.fresh_field``), which the late renewal does not name.
+(``Releases.fresh_field``), which the late renewal does not name.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ class Guarded:
     (:meth:`_enter`), leaving gives it back (:meth:`_leave`), and as a decorator each call of
     the function runs inside that block."""
 
+    __slots__ = ()
+
     def _enter(self) -> None:
         raise NotImplementedError
 

@@ -551,7 +551,7 @@ class AsyncServer:
         if conn is None:
             return None
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        return connection, connection.submit(pack(conn, command), 1, on_orphan)
+        return connection, connection.submit(pack(conn, command), 1, on_orphan, now=True)
 
     def slot_outcome(self, slot: Slot, context: str) -> Any:
         """The reply of a done slot of :meth:`submit_script`, or the ``SyncPrimsError`` it

@@ -5,7 +5,9 @@ A :class:`Multiplexer` owns a few connections of its own to one server (made wit
 caller's pool's settings: host, TLS, credentials, database, client name; never taken from
 the pool, so the application's pool is never drained by lock users). A call appends its
 packed command to the connection's out-box and awaits a future; everything queued in one
-turn of the event loop is written with one ``writelines`` (auto-pipelining), and one reader
+turn of the event loop is written with one ``writelines`` (auto-pipelining; a call that
+finds the connection idle, nothing in flight and nothing queued, is written at once, a loop
+turn sooner, and the calls that come while its reply is out are batched), and one reader
 task per connection reads the replies, which Redis sends in order, and resolves the callers'
 futures in that order. So N concurrent tasks cost N futures, not N connections, checkouts
 and syscall pairs.
@@ -182,8 +184,11 @@ class MuxConnection:
         on_orphan: Orphan | None = None,
         *,
         single: bool = False,
+        now: bool = False,
     ) -> Slot:
-        """Queue ``chunks`` (``count`` commands) for the next write, after :meth:`ready`;
+        """Queue ``chunks`` (``count`` commands) for the next write, after :meth:`ready`
+        (``now``: the caller found the connection open, :meth:`open_conn`, this very turn:
+        on an idle connection the write is made at once);
         await the slot's future for the replies, in order (an error reply is the exception,
         not raised; a broken connection raises :class:`BrokenError`). ``on_orphan`` gets
         the last reply if the caller has gone away when it comes (set now: the reader may
@@ -193,7 +198,7 @@ class MuxConnection:
         self._unsent.append(slot)
         if not self._flush_scheduled:
             wire = self._wire
-            if wire is not None and not wire.waiting and len(self._unsent) == 1:
+            if now and wire is not None and not wire.waiting and len(self._unsent) == 1:
                 # Nothing in flight and nothing queued: write now, as a lone caller would
                 # (one loop turn less per call). Calls that come while its reply is out
                 # queue behind it and go in one write, as before (docs/design.md).
@@ -211,7 +216,7 @@ class MuxConnection:
         written, its wire is retired as after any caller's deadline (the server is silent;
         the late reply still goes to ``on_orphan``). The future's result is the reply itself
         (an error reply as the exception value), not a list."""
-        slot = self.submit(chunks, 1, on_orphan, single=True)
+        slot = self.submit(chunks, 1, on_orphan, single=True, now=True)
         loop = self._loop
         slot.deadline = loop.time() + timeout
         if self._sweeper is None:

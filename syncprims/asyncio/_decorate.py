@@ -39,6 +39,8 @@ class Guarded:
     (:meth:`_enter`), leaving gives it back (:meth:`_leave`), and as a decorator each call of
     the function runs inside that block."""
 
+    __slots__ = ()
+
     async def _enter(self) -> None:
         raise NotImplementedError
 
