@@ -562,12 +562,21 @@ class SentinelSet:
             The new master's port.
         """
         before = self.master_port()
-        _cli("-p", str(self.sentinels[0].port), "sentinel", "failover", self.master_name)
         deadline = time.monotonic() + timeout
+        asked = 0.0  # when a sentinel last accepted the command
         while time.monotonic() < deadline:
-            port = self.master_port()
-            if port != before and _info(port, "replication").get("role") == "master":
-                return port
+            if asked:  # done? (checked before asking again: a second one would undo it)
+                port = self.master_port()
+                if port != before and _info(port, "replication").get("role") == "master":
+                    return port
+            now = time.monotonic()
+            if now - asked > 10:  # not asked yet, refused, or accepted and given up on
+                # A sentinel refuses (-NOGOODSLAVE, -INPROG) while no replica is fit yet,
+                # e.g. one still resyncing after the last failover: ask again, until one is.
+                reply = _cli(
+                    "-p", str(self.sentinels[0].port), "sentinel", "failover", self.master_name
+                )
+                asked = now if reply.strip() == "OK" else now - 9.5  # refused: again in 0.5 s
             time.sleep(0.1)
         raise RuntimeError("the failover did not complete")
 
