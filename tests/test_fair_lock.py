@@ -166,19 +166,30 @@ async def test_a_cancelled_waiter_leaves_the_queue(real_url: str, name: str) -> 
 def test_a_dead_waiter_delays_the_queue_by_at_most_its_slot(real_url: str, name: str) -> None:
     slot = 1.0
     raw = redis.Redis.from_url(real_url)
+    # The waiter starts (imports, connects) before the lock is taken, and queues only when
+    # told: a loaded machine once took longer than the 0.5 s lease to start it, and it took
+    # the free lock instead of queueing.
     code = (
         "import sys, syncprims\n"
         "c = syncprims.connect(sys.argv[1], fair_lock_wait_timeout=float(sys.argv[3]))\n"
-        "print('waiting', flush=True)\n"
-        "c.get_fair_lock(sys.argv[2]).lock()\n"
+        "lock = c.get_fair_lock(sys.argv[2])\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "lock.lock()\n"
     )
     with syncprims.connect(real_url, fair_lock_wait_timeout=slot) as client:
         lock = client.get_fair_lock(name)
-        lock.lock(lease_time=0.5)  # the dead waiter's deadline: now + 0.5 s + its 1 s slot
         doomed = subprocess.Popen(
-            [sys.executable, "-c", code, real_url, name, str(slot)], stdout=subprocess.PIPE
+            [sys.executable, "-c", code, real_url, name, str(slot)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         try:
+            assert doomed.stdin is not None and doomed.stdout is not None
+            assert doomed.stdout.readline() == b"ready\n"
+            lock.lock(lease_time=0.5)  # the dead waiter's deadline: now + 0.5 s + its 1 s slot
+            doomed.stdin.write(b"go\n")
+            doomed.stdin.flush()
             deadline = time.monotonic() + 30
             while raw.llen(queue_key(name)) < 1:
                 assert time.monotonic() < deadline
@@ -189,8 +200,9 @@ def test_a_dead_waiter_delays_the_queue_by_at_most_its_slot(real_url: str, name:
         finally:
             doomed.kill()
             doomed.wait(10)
-            if doomed.stdout is not None:
-                doomed.stdout.close()
+            for pipe in (doomed.stdin, doomed.stdout):
+                if pipe is not None:
+                    pipe.close()
         lock.unlock()
         start = time.monotonic()
         assert lock.try_lock(wait_time=10)  # queued behind the dead waiter
