@@ -26,7 +26,7 @@ from typing import Protocol
 
 from syncprims._protocol.loss import LossReason
 
-__all__ = ["LOGGERS", "AcquireProbe", "Metrics", "acquire_probe", "metrics"]
+__all__ = ["LOGGERS", "AcquireProbe", "Metrics", "Probe", "acquire_probe", "metrics"]
 
 LOGGERS = (
     "syncprims",
@@ -119,8 +119,10 @@ class _Unobserved:
 
 _UNOBSERVED = _Unobserved()
 
+Probe = AcquireProbe | _Unobserved  # what acquire_probe returns
 
-def acquire_probe(kind: str, name: str, wait: float) -> AcquireProbe | _Unobserved:
+
+def acquire_probe(kind: str, name: str, wait: float) -> Probe:
     """The probe of one acquire: an :class:`AcquireProbe` while metrics are on or the
     ``syncprims.lock`` logger records DEBUG, else a shared probe that does nothing (an
     uncontended acquire builds no metrics event it does not send). The choice is made when

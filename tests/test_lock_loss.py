@@ -84,6 +84,35 @@ def test_renewals_failing_past_the_lease_are_reported() -> None:
         assert lock.is_lost
 
 
+def test_an_unlocked_hold_leaves_the_watchdogs_wheel_at_the_next_tick(real_url: str) -> None:
+    """An unlocked hold's renewal leaves the timing wheel at the watchdog's next tick, not a
+    renewal period later (30 s / 3 here): under thousands of tasks the dead entries kept
+    that long were most of what the collector walked (docs/design.md)."""
+    with syncprims.connect(real_url) as client:
+        watchdog = client._ex.watchdog
+        wheel = watchdog._wheel
+        locks = [client.get_lock(f"wheel:{uuid.uuid4().hex}") for _ in range(3)]
+        for lock in locks:
+            lock.lock()
+        deadline = time.monotonic() + 5
+        while len(wheel) < len(locks) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(wheel) == len(locks), "the holds were not put on the wheel"
+        locks[0].unlock()
+        deadline = time.monotonic() + 5
+        while len(wheel) > len(locks) - 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(wheel) == len(locks) - 1
+        assert len(watchdog) == len(locks) - 1  # the others are still renewed
+        for lock in locks[1:]:
+            lock.unlock()
+        deadline = time.monotonic() + 5
+        while len(wheel) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(wheel) == 0
+        assert len(watchdog) == 0
+
+
 def test_on_lost_must_be_callable(real_url: str) -> None:
     with syncprims.connect(real_url) as client, pytest.raises(TypeError, match="callable"):
         client.get_lock("x", on_lost="not callable")  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ from syncprims._core.objects import ExpirableCore
 from syncprims._core.onewake import UNLOCK_MESSAGE, OneWake
 from syncprims._core.release import Releases
 from syncprims._core.replicas import ReplicaSync
-from syncprims._core.retry import releasing, with_retry
+from syncprims._core.retry import retry_eval
 from syncprims._core.waiting import acquire_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import (
@@ -109,6 +109,22 @@ def _lock_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[
 
 LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_renew_command)
 """Plain lock holds (RLock, FairLock, FencedLock, the write side of a read-write lock)."""
+
+
+class _Undo:
+    """An attempt's ``on_orphan``: its late reply goes to the lock's
+    ``on_abandoned_attempt`` (one object per call, where a closure made five: a function, its
+    cell tuple and three cells, each collected under thousands of tasks)."""
+
+    __slots__ = ("field", "lock", "wait")
+
+    def __init__(self, lock: LockCore, field: str, wait: float) -> None:
+        self.lock = lock
+        self.field = field
+        self.wait = wait
+
+    def __call__(self, late: Any) -> Awaitable[None]:
+        return self.lock.on_abandoned_attempt(self.field, self.wait, late)
 
 
 class LockCore(ExpirableCore):
@@ -323,10 +339,7 @@ class LockCore(ExpirableCore):
         required = await self.replicas.required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         context = self.context("acquiring")
-
-        def orphan(late: Any) -> Awaitable[None]:  # the wait the call said (a single: none)
-            return self.on_abandoned_attempt(field, single, late)
-
+        orphan = _Undo(self, field, single)  # the wait the call said (a single: none)
         acknowledged: Any = None
         aof = ex.config.lock_synced_aof
         try:
@@ -338,12 +351,7 @@ class LockCore(ExpirableCore):
                 except TransportError as error:
                     if error.maybe_executed:
                         raise
-                    reply = await with_retry(
-                        ex,
-                        lambda: ex.eval(call, context=context, on_orphan=orphan),
-                        idempotent=False,
-                        failed=error,
-                    )
+                    reply = await retry_eval(ex, call, context, orphan, error)
         except TransportError as error:
             if error.maybe_executed:
                 self.releases.taint(field)
@@ -446,6 +454,26 @@ class LockCore(ExpirableCore):
                     probe.finish("acquired")
                     return True
                 probe.busy(first)
+        return await self._wait(
+            owner, field, lease, watchdog, wait, probe, one_wake, (first, started)
+        )
+
+    async def _wait(  # noqa: PLR0917 (try_lock's state, handed on)
+        self,
+        owner: int,
+        field: str,
+        lease: int,
+        watchdog: bool,
+        wait: float,
+        probe: _observe.Probe,
+        one_wake: OneWake | None,
+        plain: tuple[int | None, float | None],
+    ) -> bool:
+        """:meth:`try_lock`'s wait (a method of its own: the closure it makes would
+        otherwise give every uncontended acquire's frame eight cells to allocate).
+        ``plain``: the reply of a plain first attempt and when it was sent, or ``None``s."""
+        ex = self._ex
+        first, started = plain
         parts = self.grant
         try:
             grant = None if parts is None else await parts.start(lease, field, wait)
@@ -525,27 +553,30 @@ class LockCore(ExpirableCore):
         reply 1 released, 0 still held, else not held."""
         return self.releases.unlock_field(field, lease)
 
-    def unlock(self, owner: int) -> Coroutine[Any, Any, None]:
-        """Release one hold of ``owner`` (a shutdown meanwhile lets it finish): a coroutine,
-        ``releasing``'s itself (no layer of its own on the hot path).
+    async def unlock(self, owner: int) -> None:
+        """Release one hold of ``owner``, counted as a release in flight, which a shutdown
+        lets finish (``syncprims._core.retry.releasing``, written in place: no coroutine
+        layer of its own on the hot path).
 
-        Raises (when awaited):
+        Raises:
             LockNotHeldError: ``owner`` does not hold the lock (never did, or it expired).
             TransportError: Redis failed (after retries); the lock expires by its lease.
         """
-        return releasing(self._ex, self._unlock(owner))
-
-    async def _unlock(self, owner: int) -> None:
-        field = self.field(owner)
-        holds = self.holds
-        self.releases.count_hold(owner, -1)
-        self._ex.watchdog.cancel(self.name, field)
-        holds.lost.pop(field, None)
-        reply = await self.releases.unlock_field(field, holds.lease(field))
-        if reply != 0:
-            holds.expires.pop(field, None)
-        if reply not in (0, 1):
-            raise self.not_held(owner, field)
+        ex = self._ex
+        ex.release_started()
+        try:
+            field = self.field(owner)
+            holds = self.holds
+            self.releases.count_hold(owner, -1)
+            ex.watchdog.cancel(self.name, field)
+            holds.lost.pop(field, None)
+            reply = await self.releases.unlock_field(field, holds.lease(field))
+            if reply != 0:
+                holds.expires.pop(field, None)
+            if reply not in (0, 1):
+                raise self.not_held(owner, field)
+        finally:
+            ex.release_ended()
 
     async def force_unlock(self) -> bool:
         """Delete the lock whoever holds it and wake waiters; ``True`` if it was held."""

@@ -31,43 +31,40 @@ log = logging.getLogger("syncprims.lock")
 
 
 class Release:
-    """One unlock call, idempotent by its latch key, so retried; remembers whether a copy of
-    it was sent without its reply being read (:attr:`unknown`: it may still run later)."""
+    """One unlock call's retries, idempotent by its latch key; remembers whether a copy of
+    it was sent without its reply being read (:attr:`unknown`: it may still run later).
+    Made only when the first attempt failed (``Releases.unlock_field`` makes that one
+    itself) or for a retry of a fan-out's release."""
 
     __slots__ = ("_context", "_ex", "unknown")
 
-    def __init__(self, ex: Executor, context: str) -> None:
+    def __init__(self, ex: Executor, context: str, *, unknown: bool = False) -> None:
         self._ex = ex
         self._context = context
-        self.unknown = False
+        self.unknown = unknown
 
-    async def run(self, call: ScriptCall) -> Any:
-        """Run ``call`` with retries. Raises as ``with_retry`` (and ``ServerReplyError``)."""
-        ex = self._ex
-        try:  # the first attempt here: no closure and no retry coroutine unless it fails
-            return await ex.eval(call, context=self._context)
+    async def run(self, call: ScriptCall, failed: TransportError | None = None) -> Any:
+        """Run ``call`` with retries (``failed``: the error the caller's own first attempt
+        ended with; the retries go on from it). Raises as ``with_retry`` (and
+        ``ServerReplyError``)."""
+        if failed is None:
+            try:
+                return await self._once(call)
+            except TransportError as error:
+                failed = error
+        return await with_retry(self._ex, lambda: self._once(call), idempotent=True, failed=failed)
+
+    async def _once(self, call: ScriptCall) -> Any:
+        try:
+            return await self._ex.eval(call, context=self._context)
         except TransportError as error:
             self.unknown = self.unknown or error.maybe_executed
-            first = error
+            raise
         except ServerReplyError:  # nothing ran
             raise
         except BaseException:  # cancelled in flight: it may run
             self.unknown = True
             raise
-
-        async def once() -> Any:
-            try:
-                return await ex.eval(call, context=self._context)
-            except TransportError as error:
-                self.unknown = self.unknown or error.maybe_executed
-                raise
-            except ServerReplyError:  # nothing ran
-                raise
-            except BaseException:  # cancelled in flight: it may run
-                self.unknown = True
-                raise
-
-        return await with_retry(ex, once, idempotent=True, failed=first)
 
 
 class Releases:
@@ -157,20 +154,34 @@ class Releases:
             ServerReplyError: Redis refused the script.
         """
         lock = self._lock
+        ex = lock._ex
         latch = unlock_latch_key(lock.name, new_request_id())
         tried = lock.uses_own_keys()
-        release = Release(lock._ex, lock.context("releasing"))
+        context = lock.context("releasing")
+        release: Release | None = None  # made if the first attempt fails (no object else)
+        unknown = True  # whether a copy may run later: until the first attempt's outcome
+        call = lock.unlock_command(field, lease, latch)
         try:
             try:
-                reply = await release.run(lock.unlock_command(field, lease, latch))
+                reply = await ex.eval(call, context=context)
+                unknown = False
+            except TransportError as error:
+                release = Release(ex, context, unknown=error.maybe_executed)
+                reply = await release.run(call, error)
+                unknown = release.unknown
             except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
+                unknown = False
                 if not lock.refuses_own_keys(error, tried=tried):
                     raise
+                release = Release(ex, context)
                 reply = await release.run(lock.unlock_command(field, lease, latch))
+                unknown = release.unknown
         except BaseException as error:
-            self.settle(field, error, latch, unknown=release.unknown)
+            if release is not None:
+                unknown = release.unknown
+            self.settle(field, error, latch, unknown=unknown)
             raise
-        self.settle(field, reply, latch, unknown=release.unknown)
+        self.settle(field, reply, latch, unknown=unknown)
         return reply
 
     def call(self, field: str, command: ScriptCall, latch: str) -> Call:

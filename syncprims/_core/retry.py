@@ -17,12 +17,12 @@ At most ``Config.retry_attempts`` retries, with equal-jitter back-off between
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from syncprims._protocol.contracts import Executor
+from syncprims._protocol.contracts import Executor, Orphan, ScriptCall
 from syncprims.errors import TransportError
 
-__all__ = ["releasing", "with_retry"]
+__all__ = ["releasing", "retry_eval", "with_retry"]
 
 T = TypeVar("T")
 
@@ -73,3 +73,23 @@ async def releasing(ex: Executor, release: Awaitable[T]) -> T:
         return await release
     finally:
         ex.release_ended()
+
+
+def retry_eval(
+    ex: Executor,
+    call: ScriptCall,
+    context: str,
+    on_orphan: Orphan | None,
+    failed: TransportError,
+    *,
+    idempotent: bool = False,
+) -> Awaitable[Any]:
+    """:func:`with_retry` of ``ex.eval(call)`` after the caller's own first attempt failed
+    with ``failed``: the closure lives here, so the hot paths' frames hold no cells (each
+    one a collected object per call, which counts under thousands of tasks)."""
+    return with_retry(
+        ex,
+        lambda: ex.eval(call, context=context, on_orphan=on_orphan),
+        idempotent=idempotent,
+        failed=failed,
+    )

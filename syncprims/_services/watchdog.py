@@ -43,7 +43,7 @@ from syncprims import _observe
 from syncprims._protocol.contracts import HoldLostCallback, RenewalKind, ScriptCall
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import drift
-from syncprims._protocol.wheel import TimingWheel
+from syncprims._protocol.wheel import TimerHandle, TimingWheel
 from syncprims._services.loop import Scheduler
 
 __all__ = ["ScriptRunner", "Watchdog"]
@@ -62,6 +62,7 @@ class _Renewal:
         "count",
         "field",
         "final",
+        "handle",
         "kind",
         "name",
         "on_lost",
@@ -82,10 +83,11 @@ class _Renewal:
         # lease set (the acquire's, or a last renewal's) ends at ``until``.
         self.until: float | None = None
         self.final = False
-        self.on_lost: list[HoldLostCallback] = []
+        self.on_lost: tuple[HoldLostCallback, ...] = ()  # a tuple: no list per hold
         # Renewal calls collected for this hold whose reply was not read (one that failed
         # stays counted: a copy of it may still run).
         self.unanswered = 0
+        self.handle: TimerHandle[_Renewal] | None = None  # its wheel entry (loop only)
 
 
 class Watchdog:
@@ -113,6 +115,10 @@ class Watchdog:
         self._mutex = threading.Lock()
         self._renewals: dict[tuple[str, str], _Renewal] = {}
         self._new: list[_Renewal] = []
+        # Dropped holds whose wheel entry the next tick removes: an unlocked hold leaves the
+        # wheel then, not a renewal period later (under thousands of tasks, dead entries
+        # kept that long were most of the objects the collector walked: docs/design.md).
+        self._dropped: list[_Renewal] = []
         # Dropped holds with a renewal call unanswered (module docstring): it may still run.
         self._late: dict[tuple[str, str], _Renewal] = {}
         self._ticking = False
@@ -156,7 +162,7 @@ class Watchdog:
                 if until is not None and (renewal.until is None or until < renewal.until):
                     renewal.until = until
             if on_lost is not None:
-                renewal.on_lost.append(on_lost)
+                renewal.on_lost += (on_lost,)
             start = not self._ticking
             self._ticking = True
         if start:
@@ -194,6 +200,7 @@ class Watchdog:
         """Stop renewing ``renewal``'s hold (with the mutex held)."""
         key = (renewal.name, renewal.field)
         del self._renewals[key]
+        self._dropped.append(renewal)
         if renewal.unanswered:
             self._late[key] = renewal
 
@@ -217,6 +224,7 @@ class Watchdog:
         self._mutex = threading.Lock()
         self._renewals = {}
         self._new = []
+        self._dropped = []
         self._late = {}
         self._ticking = False
         self._wheel = TimingWheel(self._tick, 512, time.monotonic())
@@ -226,6 +234,10 @@ class Watchdog:
 
     def _active(self, renewal: _Renewal) -> bool:
         return self._renewals.get((renewal.name, renewal.field)) is renewal
+
+    def _arm(self, renewal: _Renewal, due: float) -> None:
+        """Put ``renewal`` on the wheel, due at ``due`` (``time.monotonic()`` seconds)."""
+        renewal.handle = self._wheel.add(renewal, due)
 
     def _schedule(self) -> None:
         if self._timer is None:
@@ -237,6 +249,12 @@ class Watchdog:
         with self._mutex:
             fresh, self._new = self._new, []
             fresh = [r for r in fresh if self._active(r)]
+            dropped, self._dropped = self._dropped, []
+            wheel = self._wheel
+            for renewal in dropped:
+                if renewal.handle is not None:
+                    wheel.cancel(renewal.handle)
+                    renewal.handle = None
             if not self._renewals and not fresh and not len(self._wheel):
                 self._ticking = False
                 return
@@ -245,9 +263,9 @@ class Watchdog:
             until = renewal.until
             if until is not None and until <= renewal.registered + self._lease:
                 renewal.final = True  # the acquire's lease already ends at max_hold
-                self._wheel.add(renewal, until)
+                self._arm(renewal, until)
             else:
-                self._wheel.add(renewal, renewal.registered + self._period)
+                self._arm(renewal, renewal.registered + self._period)
         due = self._wheel.advance(now)
         capped: list[_Renewal] = []
         if due:
@@ -314,9 +332,9 @@ class Watchdog:
                 renewal.renewed = started
                 renewed += 1
                 if renewal.final and renewal.until is not None:
-                    self._wheel.add(renewal, renewal.until)  # then: reported, not renewed
+                    self._arm(renewal, renewal.until)  # then: reported, not renewed
                 else:
-                    self._wheel.add(renewal, started + self._period)
+                    self._arm(renewal, started + self._period)
             else:
                 self._lose(renewal, LossReason.NOT_HELD)
         self.renewed += renewed
@@ -338,7 +356,7 @@ class Watchdog:
             if left <= 0:
                 self._lose(renewal, LossReason.RENEWAL_FAILED, f" ({error})")
             else:
-                self._wheel.add(renewal, now + min(self._retry_delay, left / 2))
+                self._arm(renewal, now + min(self._retry_delay, left / 2))
 
     def _expire_overdue(self, batch: list[_Renewal]) -> None:
         now = time.monotonic()
@@ -369,5 +387,6 @@ class Watchdog:
         with self._mutex:
             self._renewals.clear()
             self._new = []
+            self._dropped = []
             self._late.clear()
             self._ticking = False

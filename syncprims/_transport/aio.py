@@ -258,17 +258,14 @@ class AsyncServer:
             connection = mux.pick()
             conn = connection.open_conn()
             if conn is not None and get_running_loop() is self._loop:
-                return self._timed_eval(
-                    connection, pack(conn, command), command, script, context, on_orphan
-                )
+                return self._timed_eval(connection, pack(conn, command), call, context, on_orphan)
         return self._call(command, context, on_orphan=on_orphan, script=script, asking=asking)
 
-    async def _timed_eval(  # noqa: PLR0917 (the hot path: positional)
+    async def _timed_eval(
         self,
         connection: MuxConnection,
         chunks: list[Any],
-        command: tuple[Any, ...],
-        script: Script,
+        call: ScriptCall,
         context: str,
         on_orphan: Orphan | None,
     ) -> Any:
@@ -287,6 +284,8 @@ class AsyncServer:
             raise
         if isinstance(reply, Exception):
             if isinstance(reply, ERRORS.no_script):
+                script, keys = call.script, call.keys
+                command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
                 return await self._call(command, context, on_orphan=on_orphan, script=script)
             raise self._translate(reply, context, sent=True) from reply
         return reply
