@@ -46,7 +46,7 @@ from syncprims._core.info import lock_info, lock_statistics
 from syncprims._core.loss import Holds, max_hold_seconds
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.onewake import UNLOCK_MESSAGE, OneWake
-from syncprims._core.release import Releases
+from syncprims._core.release import AttemptUndo, Releases
 from syncprims._core.replicas import ReplicaSync
 from syncprims._core.retry import retry_eval
 from syncprims._core.waiting import acquire_loop
@@ -109,22 +109,6 @@ def _lock_renew_command(lease: int, batch: list[tuple[str, str]]) -> tuple[list[
 
 LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_renew_command)
 """Plain lock holds (RLock, FairLock, FencedLock, the write side of a read-write lock)."""
-
-
-class _Undo:
-    """An attempt's ``on_orphan``: its late reply goes to the lock's
-    ``on_abandoned_attempt`` (one object per call, where a closure made five: a function, its
-    cell tuple and three cells, each collected under thousands of tasks)."""
-
-    __slots__ = ("field", "lock", "wait")
-
-    def __init__(self, lock: LockCore, field: str, wait: float) -> None:
-        self.lock = lock
-        self.field = field
-        self.wait = wait
-
-    def __call__(self, late: Any) -> Awaitable[None]:
-        return self.lock.on_abandoned_attempt(self.field, self.wait, late)
 
 
 class LockCore(ExpirableCore):
@@ -339,7 +323,7 @@ class LockCore(ExpirableCore):
         required = await self.replicas.required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         context = self.context("acquiring")
-        orphan = _Undo(self, field, single)  # the wait the call said (a single: none)
+        orphan = AttemptUndo(self, field, single)  # the wait the call said (a single: none)
         acknowledged: Any = None
         aof = ex.config.lock_synced_aof
         try:

@@ -25,7 +25,7 @@ from syncprims.errors import LockNotHeldError, ServerReplyError, TransportError
 if TYPE_CHECKING:
     from syncprims._core.lock import LockCore
 
-__all__ = ["Release", "Releases", "release_on_exit"]
+__all__ = ["AttemptUndo", "Release", "Releases", "release_on_exit"]
 
 log = logging.getLogger("syncprims.lock")
 
@@ -65,6 +65,23 @@ class Release:
         except BaseException:  # cancelled in flight: it may run
             self.unknown = True
             raise
+
+
+class AttemptUndo:
+    """An acquire attempt's ``on_orphan``: its late reply, after its caller went away, goes
+    to the lock's ``on_abandoned_attempt`` (which releases what it took). One object per
+    call, where a closure made five (a function, its cell tuple and three cells), each
+    collected under thousands of tasks."""
+
+    __slots__ = ("field", "lock", "wait")
+
+    def __init__(self, lock: LockCore, field: str, wait: float) -> None:
+        self.lock = lock
+        self.field = field
+        self.wait = wait
+
+    def __call__(self, late: Any) -> Awaitable[None]:
+        return self.lock.on_abandoned_attempt(self.field, self.wait, late)
 
 
 class Releases:
