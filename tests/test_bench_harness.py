@@ -81,7 +81,9 @@ def test_run_writes_results_and_evaluates_targets(
     assert targets([]) and all(t["holds"] is None for t in targets([]))
 
 
-@pytest.mark.parametrize("peer", ["raw EVALSHA floor", "raw EVALSHA fan-out x5"])
+@pytest.mark.parametrize(
+    "peer", ["raw EVALSHA floor", "raw EVALSHA fan-out x1", "raw EVALSHA fan-out x5"]
+)
 def test_the_floors_release_what_they_acquire(redis_server: RedisServer, peer: str) -> None:
     """A floor does a real unlock each time: a new latch per release, the lock key gone after
     it (one fixed latch key once turned most of a floor's releases into no-ops)."""

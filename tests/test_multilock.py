@@ -406,3 +406,38 @@ async def test_red_lock_callers_cancelled_at_any_point_leave_nothing_held(
         await masters.shutdown()
         for raw in raws:
             raw.close()
+
+
+def test_a_one_lock_multi_lock_takes_the_single_call_path(
+    redis_server: RedisServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fan-out of one call (a MultiLock of one lock, a RedLock on one master) runs as a
+    single call, with the same outcomes: held, refused to another client, its script loaded
+    again after SCRIPT FLUSH, released."""
+    import syncprims._runtime.sync as sync_runtime
+    from syncprims._transport.fanout import fan_out as real_fan_out
+
+    fanned: list[int] = []
+
+    def counting(calls: Any, enough: Any = None) -> list[Any]:
+        fanned.append(len(calls))
+        return real_fan_out(calls, enough)
+
+    monkeypatch.setattr(sync_runtime, "fan_out", counting)
+    admin = redis.Redis(port=redis_server.port)
+    with (
+        syncprims.connect(redis_server.url) as client,
+        syncprims.connect(redis_server.url) as other,
+    ):
+        multi = client.get_multi_lock(client.get_lock(name))
+        rival = other.get_multi_lock(other.get_lock(name))
+        assert multi.try_lock()
+        assert multi.is_locked()
+        assert not rival.try_lock(wait_time=0.2)
+        admin.script_flush()  # the unlock meets NOSCRIPT: loaded again, run once
+        multi.unlock()
+        assert admin.exists(name) == 0
+        assert rival.try_lock()
+        rival.unlock()
+    admin.close()
+    assert fanned == []

@@ -138,6 +138,21 @@ class SyncExecutor(ExecutorBase):
         return await replica_count(server, self.monotonic(), recheck=recheck)
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
+        if len(calls) == 1:  # a 1-lock MultiLock (or a lone retry): the single-call path
+            single = calls[0]
+            ex = single.executor
+            if (
+                isinstance(ex, SyncExecutor)
+                and isinstance(ex.transport, SyncServer)
+                and not ex.transport.lane.busy()
+            ):
+                # Same outcomes as a fan-out of one (no quorum stops it early, so nothing
+                # goes to a late lane; an error is returned, not raised), without its
+                # book-keeping (docs/design.md, "1-master MultiLock").
+                try:
+                    return [await ex.eval(single.call, context=single.context)]
+                except SyncPrimsError as error:
+                    return [error]
         routed = []
         for call in calls:
             ex = call.executor

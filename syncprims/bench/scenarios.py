@@ -675,6 +675,7 @@ def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> l
 
 REDLOCK = [
     "syncprims RedLock",
+    "raw EVALSHA fan-out x1",
     "syncprims RedLock x5",
     "raw EVALSHA fan-out x5",
     "pottery Redlock",
