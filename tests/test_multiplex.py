@@ -230,3 +230,57 @@ async def test_callers_cancelled_at_any_point_leave_nothing_held(redis_server: R
                 kept.append(sem.name)
     assert kept == []
     await app.aclose()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_replies_read_straight_off_the_hiredis_reader(
+    redis_server: RedisServer, protocol: int
+) -> None:
+    """The shared connection's reader takes replies from redis-py's hiredis reader and the
+    connection's stream itself (no read_response layers per reply) when it can: the same
+    replies as read_response, error replies as exception values, several in one read; a
+    connection that reads its own way (fakeredis) keeps read_response."""
+    pytest.importorskip("hiredis")
+    from redis.exceptions import NoScriptError, ResponseError
+
+    from syncprims._transport.connections import direct_replies, write_now
+    from syncprims._transport.errors import pack
+
+    app = redis.asyncio.Redis(port=redis_server.port, protocol=protocol)
+    pool: Any = app.connection_pool  # make_connection is untyped in redis-py
+    conn = pool.make_connection()
+    await conn.connect()
+    try:
+        direct = direct_replies(conn)
+        if direct is None:
+            pytest.skip("this redis-py or hiredis has no reader this code knows")
+        key = f"direct:{uuid.uuid4().hex}"
+        commands: list[tuple[Any, ...]] = [
+            ("SET", key, "v"),
+            ("GET", key),
+            ("GET", f"{key}:none"),
+            ("INCR", f"{key}:n"),
+            ("LPUSH", f"{key}:l", "a", "b"),
+            ("LRANGE", f"{key}:l", 0, -1),
+            ("INCR", key),  # an error reply: not an integer
+            ("EVALSHA", "0" * 40, 0),  # NOSCRIPT
+        ]
+        write_now(conn, [chunk for command in commands for chunk in pack(conn, command)])
+        replies = [await direct.next() for _ in commands]
+        assert replies[:6] == [b"OK", b"v", None, 1, 2, [b"b", b"a"]]
+        assert isinstance(replies[6], ResponseError) and "integer" in str(replies[6])
+        assert isinstance(replies[7], NoScriptError)
+        write_now(conn, pack(conn, ("PING",)))  # the stream is still in step
+        assert await direct.next() in (b"PONG", "PONG")
+    finally:
+        await conn.disconnect()
+        await app.aclose()
+    fakeredis = pytest.importorskip("fakeredis")
+    fake = fakeredis.FakeAsyncRedis()
+    fake_conn = fake.connection_pool.make_connection()
+    await fake_conn.connect()
+    try:
+        assert direct_replies(fake_conn) is None
+    finally:
+        await fake_conn.disconnect()
+        await fake.aclose()

@@ -67,6 +67,7 @@ __all__ = [
     "move_slot",
     "own_connection",
     "at_eof",
+    "direct_replies",
     "still_owned",
     "pool_share",
     "node_pool",
@@ -282,6 +283,83 @@ async def aread(conn: Any, *, push_request: bool = True) -> Any:
         disconnect_on_error=False,
         push_request=push_request,
     )
+
+
+class DirectReplies:
+    """The replies of an asyncio connection read through its hiredis reader and stream
+    directly (see :func:`direct_replies`): what ``read_response`` does for one reply, less
+    its four coroutine layers and the address it formats, per reply."""
+
+    __slots__ = ("_broken", "_gets", "_handle_push", "_none", "_push", "_size", "_stream", "feed")
+
+    def __init__(self, parser: Any, none: object, push: type | None, broken: type) -> None:
+        reader = parser._reader
+        self._broken = broken  # the library's ConnectionError: raised, as read_response does
+        self._gets = reader.gets
+        self.feed = reader.feed
+        self._stream = parser._stream
+        self._size = getattr(parser, "_read_size", 65536)
+        self._none = none
+        self._push = push
+        self._handle_push = parser.handle_push_response if push is not None else None
+
+    async def next(self) -> Any:
+        """The next reply as bytes (an error reply as its exception, not raised); a RESP3
+        push message goes to the library's push handler and the read goes on.
+
+        Raises:
+            ConnectionError: the server closed the connection, or reading failed.
+            The parser's protocol error: the stream is out of step.
+        """
+        gets, none, push = self._gets, self._none, self._push
+        while True:
+            reply = gets(False)
+            if reply is none:
+                try:
+                    data = await self._stream.read(self._size)
+                except OSError as error:
+                    raise ConnectionError(f"error while reading: {error}") from error
+                if not data:
+                    raise ConnectionError("the server closed the connection")
+                self.feed(data)
+                continue
+            if push is not None and isinstance(reply, push):
+                assert self._handle_push is not None
+                await self._handle_push(reply)
+                continue
+            if isinstance(reply, self._broken) and isinstance(reply, BaseException):
+                raise reply  # e.g. LOADING: read_response raises it
+            return reply
+
+
+def direct_replies(conn: Any) -> DirectReplies | None:
+    """A :class:`DirectReplies` for ``conn`` (connected) when its parser is redis-py's
+    asyncio hiredis parser in a form known here (redis-py 5.3 to 8: a hiredis ``Reader``
+    that returns ``NOT_ENOUGH_DATA`` and error replies as exceptions, the connection's
+    stream, no reply held back by ``can_read``), and a RESP3 push message can be told
+    apart from a reply (hiredis >= 3.2) or none can come (RESP2); else ``None``: the
+    multiplexer's reader then reads with ``read_response`` (:func:`aread`), as it does for a
+    connection class whose ``read_response`` is not redis-py's own (fakeredis)."""
+    parser = getattr(conn, "_parser", None)
+    if type(parser).__name__ != "_AsyncHiredisParser":
+        return None
+    reads = next((c for c in type(conn).__mro__ if "read_response" in vars(c)), None)
+    if reads is None or reads.__module__ != "redis.asyncio.connection":
+        return None  # a connection that reads its own way (fakeredis's)
+    module = sys.modules.get(type(parser).__module__)
+    none = getattr(module, "NOT_ENOUGH_DATA", None)
+    broken = getattr(module, "ConnectionError", None)
+    reader = getattr(parser, "_reader", None)
+    if none is None or not isinstance(broken, type) or reader is None:
+        return None
+    if getattr(parser, "_stream", None) is None:
+        return None
+    if getattr(parser, "_next_response", none) is not none:
+        return None
+    push = getattr(parser, "_hiredis_PushNotificationType", None)
+    if push is None and str(getattr(conn, "protocol", 2)) not in ("2", "None"):
+        return None  # RESP3 with a hiredis that cannot mark push messages
+    return DirectReplies(parser, none, push, broken)
 
 
 def at_eof(conn: Any) -> bool:

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from syncprims._protocol.contracts import Orphan
-from syncprims._transport.connections import ERRORS, aread, at_eof, write_now
+from syncprims._transport.connections import ERRORS, aread, at_eof, direct_replies, write_now
 
 __all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError"]
 
@@ -341,12 +341,16 @@ class MuxConnection:
 
     async def _read_loop(self, wire: _Wire) -> None:
         waiting = wire.waiting
+        direct = direct_replies(wire.conn)  # hiredis: no read_response layers per reply
         try:
             while not (wire.retired and not waiting):
-                try:
-                    reply = await aread(wire.conn, push_request=False)
-                except ERRORS.response as error:
-                    reply = error
+                if direct is not None:
+                    reply = await direct.next()
+                else:
+                    try:
+                        reply = await aread(wire.conn, push_request=False)
+                    except ERRORS.response as error:
+                        reply = error
                 if not waiting:  # a reply nobody asked for: the stream is out of step
                     raise ConnectionError("an unexpected reply; the connection is closed")
                 slot = waiting[0]
