@@ -55,7 +55,7 @@ class Guarded:
         """Use the lock as a decorator: each call of ``func`` runs inside ``with lock:``.
 
         Raises:
-            TypeError: ``func`` is not an ``async def`` function.
+            TypeError: ``func`` is not an ``async def`` function (of the sync face: is one).
         """
         return locked(self, func)
 
