@@ -176,29 +176,31 @@ class Releases:
         tried = lock.uses_own_keys()
         context = lock.context("releasing")
         release: Release | None = None  # made if the first attempt fails (no object else)
-        unknown = True  # whether a copy may run later: until the first attempt's outcome
+        first_unknown = True  # whether the first attempt may run later: until its outcome
         call = lock.unlock_command(field, lease, latch)
         try:
             try:
-                reply = await ex.eval(call, context=context)
-                unknown = False
-            except TransportError as error:
-                release = Release(ex, context, unknown=error.maybe_executed)
-                reply = await release.run(call, error)
-                unknown = release.unknown
+                try:
+                    reply = await ex.eval(call, context=context)
+                    first_unknown = False
+                except TransportError as error:
+                    release = Release(ex, context, unknown=error.maybe_executed)
+                    reply = await release.run(call, error)
             except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
-                unknown = False
+                if release is None:
+                    first_unknown = False  # refused: it did not run
                 if not lock.refuses_own_keys(error, tried=tried):
                     raise
-                release = Release(ex, context)
+                if release is None:
+                    release = Release(ex, context)
                 reply = await release.run(lock.unlock_command(field, lease, latch))
-                unknown = release.unknown
         except BaseException as error:
-            if release is not None:
-                unknown = release.unknown
+            unknown = first_unknown if release is None else release.unknown
             self.settle(field, error, latch, unknown=unknown)
             raise
-        self.settle(field, reply, latch, unknown=unknown)
+        self.settle(
+            field, reply, latch, unknown=first_unknown if release is None else release.unknown
+        )
         return reply
 
     def call(self, field: str, command: ScriptCall, latch: str) -> Call:

@@ -148,7 +148,7 @@ class SyncExecutor(ExecutorBase):
             ):
                 # Same outcomes as a fan-out of one (no quorum stops it early, so nothing
                 # goes to a late lane; an error is returned, not raised), without its
-                # book-keeping (docs/design.md, "1-master MultiLock").
+                # book-keeping (docs/design.md: "a fan-out of one call").
                 try:
                     return [await ex.eval(single.call, context=single.context)]
                 except SyncPrimsError as error:
