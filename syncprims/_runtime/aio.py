@@ -33,7 +33,7 @@ from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import NOSCRIPT, AsyncServer, bind_loop
 from syncprims._transport.cluster import AsyncTopology, ClusterRouter
-from syncprims._transport.mux import MuxConnection, Slot
+from syncprims._transport.mux import MuxConnection, Slot, undo_orphan
 from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, aclose_source, async_source
 from syncprims.config import Config
@@ -347,13 +347,7 @@ class AsyncExecutor(ExecutorBase):
         task.add_done_callback(done)
 
     def _undo(self, on_orphan: Orphan, reply: Any) -> None:
-        async def undo() -> None:
-            try:
-                await on_orphan(reply)
-            except Exception:
-                log.exception("undoing an abandoned fan-out call failed; its lease bounds it")
-
-        task = asyncio.get_running_loop().create_task(undo())
+        task = asyncio.get_running_loop().create_task(undo_orphan(on_orphan, reply))
         self._undoing.add(task)
         task.add_done_callback(self._undoing.discard)
 

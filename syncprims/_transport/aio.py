@@ -52,6 +52,7 @@ from syncprims._transport.mux import (
     MuxConnection,
     Slot,
     SlotTimeoutError,
+    undo_orphan,
 )
 from syncprims._transport.replicas import ReplicaCount
 from syncprims.errors import ClientClosedError, SyncPrimsError
@@ -620,16 +621,7 @@ class AsyncServer:
 
     def _hand_over(self, reply: Any, on_orphan: Orphan) -> None:
         """Await ``on_orphan(reply)`` in the background (its caller went away)."""
-
-        async def undo() -> None:
-            try:
-                await on_orphan(reply)
-            except Exception:
-                log.exception(
-                    "releasing what an abandoned call acquired failed; its lease bounds it"
-                )
-
-        task = asyncio.get_running_loop().create_task(undo())
+        task = asyncio.get_running_loop().create_task(undo_orphan(on_orphan, reply))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -44,7 +44,7 @@ from typing import Any
 from syncprims._protocol.contracts import Orphan
 from syncprims._transport.connections import ERRORS, aread, at_eof, direct_replies, write_now
 
-__all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError"]
+__all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError", "undo_orphan"]
 
 log = logging.getLogger("syncprims.transport")
 
@@ -389,16 +389,7 @@ class MuxConnection:
         """Await ``on_orphan(reply)`` in the background (the call's caller went away)."""
         if isinstance(reply, Exception):
             return  # an error reply: nothing happened
-
-        async def undo() -> None:
-            try:
-                await on_orphan(reply)
-            except Exception:
-                log.exception(
-                    "releasing what an abandoned call acquired failed; its lease bounds it"
-                )
-
-        self._spawn(undo())
+        self._spawn(undo_orphan(on_orphan, reply))
 
     def abandon(self, slot: Slot, *, timed_out: bool) -> None:
         """The caller of ``slot`` went away: its reply goes to the slot's ``on_orphan`` (or
@@ -465,6 +456,15 @@ class MuxConnection:
                 with contextlib.suppress(BaseException):
                     await wire.reader
             await _disconnect(wire.conn)
+
+
+async def undo_orphan(on_orphan: Orphan, reply: Any) -> None:
+    """Hand the late reply of a call whose caller went away to its ``on_orphan`` (which
+    releases what the call acquired); a failure is logged: the lease bounds that hold."""
+    try:
+        await on_orphan(reply)
+    except Exception:
+        log.exception("releasing what an abandoned call acquired failed; its lease bounds it")
 
 
 def _fail(slot: Slot, error: BrokenError) -> None:
