@@ -47,11 +47,6 @@ class Release:
         """Run ``call`` with retries (``failed``: the error the caller's own first attempt
         ended with; the retries go on from it). Raises as ``with_retry`` (and
         ``ServerReplyError``)."""
-        if failed is None:
-            try:
-                return await self._once(call)
-            except TransportError as error:
-                failed = error
         return await with_retry(self._ex, lambda: self._once(call), idempotent=True, failed=failed)
 
     async def _once(self, call: ScriptCall) -> Any:

@@ -81,6 +81,11 @@ class ScriptCall:
     keys: Sequence[str]
     args: Sequence[Arg]
 
+    def command(self) -> tuple[Any, ...]:
+        """The ``EVALSHA`` command that runs it."""
+        keys = self.keys
+        return ("EVALSHA", self.script.sha, len(keys), *keys, *self.args)
+
 
 @attrs.frozen
 class Then:

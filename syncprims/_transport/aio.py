@@ -252,15 +252,14 @@ class AsyncServer:
                 script may have run.
             ServerReplyError: Redis answered with an error.
         """
-        script, keys = call.script, call.keys
-        command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
+        command = call.command()
         mux = self._mux
         if mux is not None and not asking and not self._closed:
             connection = mux.pick()
             conn = connection.open_conn()
             if conn is not None and get_running_loop() is self._loop:
                 return self._timed_eval(connection, pack(conn, command), call, context, on_orphan)
-        return self._call(command, context, on_orphan=on_orphan, script=script, asking=asking)
+        return self._call(command, context, on_orphan=on_orphan, script=call.script, asking=asking)
 
     async def _timed_eval(
         self,
@@ -285,9 +284,9 @@ class AsyncServer:
             raise
         if isinstance(reply, Exception):
             if isinstance(reply, ERRORS.no_script):
-                script, keys = call.script, call.keys
-                command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
-                return await self._call(command, context, on_orphan=on_orphan, script=script)
+                return await self._call(
+                    call.command(), context, on_orphan=on_orphan, script=call.script
+                )
             raise self._translate(reply, context, sent=True) from reply
         return reply
 
@@ -328,12 +327,11 @@ class AsyncServer:
         Raises:
             As :meth:`eval`, for the script.
         """
-        script, keys = call.script, call.keys
         reply, after = await self._call(
-            ("EVALSHA", script.sha, len(keys), *keys, *call.args),
+            call.command(),
             context,
             on_orphan=on_orphan,
-            script=script,
+            script=call.script,
             asking=asking,
             timeout=self.timeout + then.timeout,
             then=tuple(then.command),

@@ -292,7 +292,9 @@ class DirectReplies:
 
     __slots__ = ("_broken", "_gets", "_handle_push", "_none", "_push", "_size", "_stream", "feed")
 
-    def __init__(self, parser: Any, none: object, push: type | None, broken: type) -> None:
+    def __init__(
+        self, parser: Any, none: object, push: type | None, broken: type[BaseException]
+    ) -> None:
         reader = parser._reader
         self._broken = broken  # the library's ConnectionError: raised, as read_response does
         self._gets = reader.gets
@@ -327,7 +329,7 @@ class DirectReplies:
                 assert self._handle_push is not None
                 await self._handle_push(reply)
                 continue
-            if isinstance(reply, self._broken) and isinstance(reply, BaseException):
+            if isinstance(reply, self._broken):
                 raise reply  # e.g. LOADING: read_response raises it
             return reply
 
@@ -350,7 +352,9 @@ def direct_replies(conn: Any) -> DirectReplies | None:
     none = getattr(module, "NOT_ENOUGH_DATA", None)
     broken = getattr(module, "ConnectionError", None)
     reader = getattr(parser, "_reader", None)
-    if none is None or not isinstance(broken, type) or reader is None:
+    if none is None or reader is None:
+        return None
+    if not (isinstance(broken, type) and issubclass(broken, BaseException)):
         return None
     if getattr(parser, "_stream", None) is None:
         return None

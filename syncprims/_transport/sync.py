@@ -315,10 +315,7 @@ class SyncServer:
                 script may have run.
             ServerReplyError: Redis answered with an error.
         """
-        script, keys = call.script, call.keys
-        return self._call(
-            ("EVALSHA", script.sha, len(keys), *keys, *call.args), context, script, asking
-        )
+        return self._call(call.command(), context, call.script, asking)
 
     async def command(
         self,
@@ -356,8 +353,7 @@ class SyncServer:
         Raises:
             As :meth:`eval`, for the script (``then``'s reply is read and dropped first).
         """
-        script, keys = call.script, call.keys
-        command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
+        script, command = call.script, call.command()
         after_command = tuple(then.command)
         then_wait = self.timeout + then.timeout
         conn = self.checkout(context)
