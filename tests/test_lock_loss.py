@@ -176,3 +176,50 @@ def test_hold_or_cancel_with_a_lease_and_normal_exits(real_url: str) -> None:
         await client.shutdown()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("outcome", ["renewed", "failed"])
+async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(outcome: str) -> None:
+    """A hold unlocked while a renewal call for it is unanswered does not go back on the
+    timing wheel when the reply (or the failure) comes: it would stay there, dead, for a
+    renewal period."""
+    from syncprims._core.lock import LOCK_RENEWAL
+    from syncprims._protocol.contracts import ScriptCall
+    from syncprims._services.watchdog import Watchdog
+
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[object]] = []
+
+    class Services:
+        def call_soon(self, fn: Any, *args: Any) -> None:
+            loop.call_soon(fn, *args)
+
+        def spawn(self, coro: Any) -> None:
+            tasks.append(loop.create_task(coro))
+
+    sent, answer = asyncio.Event(), asyncio.Event()
+
+    class Runner:
+        async def eval(self, call: ScriptCall, *, context: str) -> object:
+            sent.set()
+            await answer.wait()
+            if outcome == "failed":
+                raise ConnectionError("no reply")
+            return [1, 1]
+
+    watchdog = Watchdog(Services(), Runner(), lease=0.3, batch_size=10, retry_delay=0.05)
+    try:
+        watchdog.register("kept", "owner:1", kind=LOCK_RENEWAL)
+        watchdog.register("unlocked", "owner:1", kind=LOCK_RENEWAL)
+        await asyncio.wait_for(sent.wait(), 5)  # both are in the call now
+        assert len(watchdog._wheel) == 0
+        watchdog.cancel("unlocked", "owner:1")
+        assert watchdog.may_renew_late("unlocked", "owner:1")
+        answer.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        assert len(watchdog._wheel) == 1, "the unlocked hold went back on the wheel"
+        assert watchdog.lease_end("kept", "owner:1") is not None
+        # A failed call may still run in Redis: its hold stays remembered (module docstring).
+        assert watchdog.may_renew_late("unlocked", "owner:1") == (outcome == "failed")
+    finally:
+        watchdog.aclose()

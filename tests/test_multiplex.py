@@ -284,3 +284,42 @@ async def test_replies_read_straight_off_the_hiredis_reader(
     finally:
         await fake_conn.disconnect()
         await fake.aclose()
+
+
+async def test_a_socket_timeout_is_not_read_as_a_nil_reply(redis_server: RedisServer) -> None:
+    """A socket that failed with ETIMEDOUT (keepalive or TCP_USER_TIMEOUT gave up) makes the
+    asyncio reads raise, not return ``None``: redis-py's ``read_response(timeout=math.inf)``
+    takes the builtin ``TimeoutError`` (Python 3.11+: ``asyncio.TimeoutError``) for its own
+    timer and returns ``None``, which is the acquire script's "acquired" reply."""
+    import errno
+
+    from syncprims._transport.connections import aread, direct_replies
+    from syncprims._transport.errors import translate
+    from syncprims.errors import RedisConnectionError
+
+    app = redis.asyncio.Redis(port=redis_server.port)
+    pool: Any = app.connection_pool  # make_connection is untyped in redis-py
+    try:
+        for direct in (False, True):
+            conn = pool.make_connection()
+            await conn.connect()
+            try:
+                await conn.send_command("PING")
+                assert await aread(conn) in (b"PONG", "PONG")  # a healthy read
+                timed_out = TimeoutError(errno.ETIMEDOUT, "Connection timed out")
+                conn._reader.set_exception(timed_out)  # what the transport does on ETIMEDOUT
+                replies = direct_replies(conn) if direct else None
+                if direct and replies is None:
+                    continue  # no hiredis reader this code knows: the aread case covers it
+                with pytest.raises(ConnectionError) as caught:  # the builtin: an OSError
+                    await (replies.next() if replies is not None else aread(conn))
+                translated = translate(
+                    caught.value, context="acquiring lock 'x'", address="here", timeout=3.0,
+                    sent=True,
+                )  # fmt: skip
+                assert isinstance(translated, RedisConnectionError)
+                assert translated.maybe_executed
+            finally:
+                await conn.disconnect()
+    finally:
+        await app.aclose()

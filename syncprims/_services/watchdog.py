@@ -331,6 +331,8 @@ class Watchdog:
             if result == 1:
                 renewal.renewed = started
                 renewed += 1
+                if not self._active(renewal):
+                    continue  # unlocked while the call was out: not back on the wheel
                 if renewal.final and renewal.until is not None:
                     self._arm(renewal, renewal.until)  # then: reported, not renewed
                 else:
@@ -355,7 +357,7 @@ class Watchdog:
             left = renewal.renewed + self._valid - now
             if left <= 0:
                 self._lose(renewal, LossReason.RENEWAL_FAILED, f" ({error})")
-            else:
+            elif self._active(renewal):  # not unlocked while the call was out
                 self._arm(renewal, now + min(self._retry_delay, left / 2))
 
     def _expire_overdue(self, batch: list[_Renewal]) -> None:

@@ -276,13 +276,42 @@ async def aread(conn: Any, *, push_request: bool = True) -> Any:
     """Read one reply as bytes, with no deadline of the library's own (the caller bounds
     the call); an error reply does not disconnect. ``push_request=False``: a RESP3 push
     message (not a reply) goes to the library's push handlers and the read goes on to the
-    reply (for a connection whose replies are matched in order: the multiplexer)."""
-    return await conn.read_response(
+    reply (for a connection whose replies are matched in order: the multiplexer).
+
+    A ``None`` from ``read_response`` is a nil reply, or a socket error it swallowed: on
+    Python 3.11+ ``asyncio.TimeoutError`` is the builtin ``TimeoutError``, an ``OSError``, so
+    ``read_response(timeout=...)`` takes a socket's ETIMEDOUT (a keepalive or
+    ``TCP_USER_TIMEOUT`` that gave up) for its own timer running out and returns ``None``,
+    which is an acquire script's "acquired". So a ``None`` counts only if the connection's
+    stream holds no error.
+
+    Raises:
+        ConnectionError: the stream failed (the builtin class, an ``OSError``; the
+            library's own when it says so itself).
+        What ``read_response`` raises otherwise.
+    """
+    reply = await conn.read_response(
         disable_decoding=True,
         timeout=math.inf,
         disconnect_on_error=False,
         push_request=push_request,
     )
+    if reply is None:
+        failed = _stream_error(conn)
+        if failed is not None:
+            raise ConnectionError(f"error while reading: {failed!r}") from failed
+    return reply
+
+
+def _stream_error(conn: Any) -> BaseException | None:
+    """The error an asyncio connection's stream failed with, if any (``None`` for a
+    connection without a standard ``asyncio.StreamReader``, such as fakeredis')."""
+    stream = getattr(conn, "_reader", None)
+    exception = getattr(stream, "exception", None)
+    if not callable(exception):
+        return None
+    failed = exception()
+    return failed if isinstance(failed, BaseException) else None
 
 
 class DirectReplies:
