@@ -323,3 +323,47 @@ async def test_a_socket_timeout_is_not_read_as_a_nil_reply(redis_server: RedisSe
                 await conn.disconnect()
     finally:
         await app.aclose()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_replies_are_parsed_in_the_event_loops_callback(
+    redis_server: RedisServer, protocol: int
+) -> None:
+    """With redis-py's hiredis parser the shared connection has no reader task: its replies
+    are parsed by the protocol callback as the bytes arrive (one loop turn less per round
+    trip). The library's own protocol still sees the end of the connection, so a killed
+    connection fails over to a new one and closing does not wait forever."""
+    pytest.importorskip("hiredis")
+    from syncprims._transport.connections import direct_replies
+
+    client_name = f"cb-{uuid.uuid4().hex[:8]}"
+    app = redis.asyncio.Redis(port=redis_server.port, protocol=protocol, client_name=client_name)
+    name = f"cb:{uuid.uuid4().hex}"
+    client = await syncprims.asyncio.connect(app)
+    try:
+        lock = client.get_lock(name)
+        assert await lock.try_lock(lease_time=30)
+        transport: Any = client._ex.transport
+        shared = transport._mux.connections[0]
+        wire = shared._wire
+        if direct_replies(wire.conn) is None:
+            pytest.skip("this redis-py or hiredis has no reader this code knows")
+        assert wire.reader is None, "a reader task reads the shared connection"
+        stream = wire.conn._reader
+        await asyncio.gather(*(lock.is_locked() for _ in range(50)))  # many replies per read
+        await lock.unlock()
+        admin = redis.Redis(port=redis_server.port)
+        for connection in _named(redis_server, client_name):
+            admin.client_kill_filter(_id=connection["id"])
+        admin.close()
+        deadline = time.monotonic() + 5
+        while shared._wire is wire and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert shared._wire is not wire, "the killed connection was not noticed"
+        assert stream.at_eof() or stream.exception() is not None  # its own protocol saw it
+        for _ in range(3):  # the next calls open a new shared connection
+            assert await lock.try_lock(lease_time=30)
+            await lock.unlock()
+    finally:
+        await asyncio.wait_for(client.shutdown(), 10)
+        await app.aclose()

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -62,6 +63,7 @@ from syncprims._transport.connections import (
     ERRORS,
     aread,
     own_connection,
+    read_in_callback,
     read_message,
     readable,
 )
@@ -527,6 +529,10 @@ class TaskSubscriber:
         self._last_traffic = 0.0
         self._ping_sent = 0.0
         self.reconnects = 0
+        # The end of a connection whose messages the event loop's callback reads
+        # (connections.read_in_callback); None: the reader task reads them (aread).
+        self._lost: asyncio.Future[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
 
     def _lock(self) -> asyncio.Lock:
         if self._write_lock is None:
@@ -579,8 +585,16 @@ class TaskSubscriber:
         conn = self._held
         if conn is None:
             conn = self._held = own_connection(self._pool)
+        self._lost = None
         if not conn.is_connected:
             await conn.connect()
+            # Messages parsed as they arrive: one loop turn less per wake-up than a reader
+            # task (before the SUBSCRIBEs: their confirmations come the same way).
+            lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            if read_in_callback(
+                conn, self._on_reply, functools.partial(_end, lost), self._spawn, _MESSAGES
+            ):
+                self._lost = lost
         table = self.table
         async with self._lock():
             if table.is_closed():
@@ -609,6 +623,8 @@ class TaskSubscriber:
                 delay = 0.05
                 self._last_traffic = time.monotonic()
                 self._ping_sent = 0.0
+                if self._lost is not None:
+                    await self._lost  # raises how the connection ended
                 while not table.is_closed():
                     try:
                         reply = await aread(conn)
@@ -634,6 +650,26 @@ class TaskSubscriber:
                 await self._drop_connection(conn)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+    def _on_reply(self, reply: Any) -> None:
+        """One reply or message, from the event loop's callback (``_connect``).
+
+        Raises:
+            ResponseError: an error reply no subscription explains: the connection is
+                dropped and opened again, as on the reader task's path.
+        """
+        if isinstance(reply, ERRORS.response):
+            if not self.table.refused(reply):
+                raise reply
+            return
+        self.table.dispatch(reply)
+        self._last_traffic = time.monotonic()
+        self._ping_sent = 0.0
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _housekeeping(self) -> None:
         """Sweep lingering subscriptions and PING an idle connection, every ``POLL`` s."""
@@ -754,3 +790,16 @@ class ClusterSubscribers(Generic[D]):
         """After ``os.fork()``, in the child: the parent's drivers are not ours."""
         with self._mutex:
             self._drivers = {}
+
+
+# A subscriber's RESP3 push messages: replies to it, not the library's notifications.
+_MESSAGES = frozenset(
+    {b"message", b"smessage", b"subscribe", b"ssubscribe", b"unsubscribe", b"sunsubscribe"}
+)
+
+
+def _end(lost: asyncio.Future[None], error: BaseException) -> None:
+    """The connection whose messages the event loop's callback read ended with ``error``."""
+    if not lost.done():
+        lost.set_exception(error)
+        lost.exception()  # retrieved: no warning when the reader task is gone (closing)

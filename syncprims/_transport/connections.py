@@ -40,6 +40,7 @@ every redis-py, and CI runs the real-server suite on each redis-py line (docs/co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import inspect
@@ -72,6 +73,7 @@ __all__ = [
     "pool_share",
     "node_pool",
     "read",
+    "read_in_callback",
     "read_message",
     "readable",
     "take",
@@ -393,6 +395,125 @@ def direct_replies(conn: Any) -> DirectReplies | None:
     if push is None and str(getattr(conn, "protocol", 2)) not in ("2", "None"):
         return None  # RESP3 with a hiredis that cannot mark push messages
     return DirectReplies(parser, none, push, broken)
+
+
+class _ReplyProtocol(asyncio.Protocol):
+    """The protocol of a connection whose replies are parsed as the bytes arrive (see
+    :func:`read_in_callback`); everything but the bytes still reaches the library's own
+    protocol, so that its stream sees the end of the connection and ``disconnect()`` (which
+    waits for the close) works as before."""
+
+    def __init__(
+        self,
+        replies: DirectReplies,
+        original: Any,
+        *,
+        on_reply: Callable[[Any], None],
+        on_lost: Callable[[BaseException], None],
+        spawn: Callable[[Any], None],
+        push_replies: frozenset[bytes],
+    ) -> None:
+        self._replies = replies
+        self._original = original
+        self._on_reply = on_reply
+        self._on_lost = on_lost
+        self._spawn = spawn
+        self._push_replies = push_replies
+        self._lost = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._lost:
+            return
+        replies = self._replies
+        replies.feed(data)
+        gets, none, broken, push = replies._gets, replies._none, replies._broken, replies._push
+        on_reply = self._on_reply
+        try:
+            while True:
+                reply: Any = gets(False)
+                if reply is none:
+                    return
+                if push is not None and isinstance(reply, push) and not self._is_reply(reply):
+                    assert replies._handle_push is not None
+                    self._spawn(replies._handle_push(reply))  # not a reply: its handler
+                    continue
+                if isinstance(reply, broken):
+                    raise reply  # e.g. LOADING: read_response raises it
+                on_reply(reply)
+        except Exception as error:  # out of step, or a reply nobody asked for
+            self._lose(error)
+
+    def _is_reply(self, message: Any) -> bool:
+        """Whether a RESP3 push message is a reply to this connection's user (its kind is
+        in ``push_replies``)."""
+        return bool(message) and message[0] in self._push_replies
+
+    def eof_received(self) -> bool | None:
+        keep: bool | None = self._original.eof_received()
+        self._lose(ConnectionError("the server closed the connection"))
+        return keep
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._original.connection_lost(exc)
+        if exc is None:
+            self._lose(ConnectionError("the connection closed"))
+        else:
+            self._lose(ConnectionError(f"error while reading: {exc!r}"))
+
+    def pause_writing(self) -> None:
+        self._original.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._original.resume_writing()
+
+    def _lose(self, error: BaseException) -> None:
+        if not self._lost:
+            self._lost = True
+            self._on_lost(error)
+
+
+def read_in_callback(
+    conn: Any,
+    on_reply: Callable[[Any], None],
+    on_lost: Callable[[BaseException], None],
+    spawn: Callable[[Any], None],
+    push_replies: frozenset[bytes] = frozenset(),
+) -> bool:
+    """Have a connected asyncio connection's replies parsed by the event loop's own callback
+    as the bytes arrive, each handed to ``on_reply`` (an error reply as its exception value),
+    and ``on_lost(error)`` called once when the connection ends or its stream is out of step
+    (then nothing more is handed over, and an exception ``on_reply`` raises counts as
+    that); a RESP3 push message goes to the library's push handler, run by
+    ``spawn(coroutine)``, but for the kinds in ``push_replies`` (``b"message"``...: a
+    subscriber's), which go to ``on_reply``. A reader task would cost one more turn of the
+    event loop per read: the loop wakes the task, the task parses and wakes the caller
+    (docs/design.md). Where the connection reads with redis-py's hiredis parser in a form
+    :func:`direct_replies` knows and nothing is left unread: ``True``; else ``False``
+    (nothing changed; read with a task). The connection must be read no other way
+    afterwards."""
+    replies = direct_replies(conn)
+    if replies is None:
+        return False
+    writer = getattr(conn, "_writer", None)
+    transport = getattr(writer, "transport", None)
+    stream = getattr(conn, "_reader", None)
+    unread: Any = getattr(stream, "_buffer", b"?")
+    if transport is None or stream is None or unread:
+        return False
+    get_protocol = getattr(transport, "get_protocol", None)
+    set_protocol = getattr(transport, "set_protocol", None)
+    if get_protocol is None or set_protocol is None or transport.is_closing():
+        return False
+    protocol = _ReplyProtocol(
+        replies,
+        get_protocol(),
+        on_reply=on_reply,
+        on_lost=on_lost,
+        spawn=spawn,
+        push_replies=push_replies,
+    )
+    set_protocol(protocol)
+    return True
 
 
 def at_eof(conn: Any) -> bool:

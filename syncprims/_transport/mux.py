@@ -7,10 +7,11 @@ the pool, so the application's pool is never drained by lock users). A call appe
 packed command to the connection's out-box and awaits a future; everything queued in one
 turn of the event loop is written with one ``writelines`` (auto-pipelining; a call that
 finds the connection idle, nothing in flight and nothing queued, is written at once, a loop
-turn sooner, and the calls that come while its reply is out are batched), and one reader
-task per connection reads the replies, which Redis sends in order, and resolves the callers'
-futures in that order. So N concurrent tasks cost N futures, not N connections, checkouts
-and syscall pairs.
+turn sooner, and the calls that come while its reply is out are batched), and the replies,
+which Redis sends in order, resolve the callers' futures in that order: parsed by the event
+loop's callback as the bytes arrive where redis-py's hiredis parser allows it
+(``connections.read_in_callback``), else by one reader task per connection. So N
+concurrent tasks cost N futures, not N connections, checkouts and syscall pairs.
 
 Rules that keep it exact:
 
@@ -36,13 +37,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from syncprims._protocol.contracts import Orphan
-from syncprims._transport.connections import ERRORS, aread, at_eof, direct_replies, write_now
+from syncprims._transport.connections import (
+    ERRORS,
+    aread,
+    at_eof,
+    direct_replies,
+    read_in_callback,
+    write_now,
+)
 
 __all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError", "undo_orphan"]
 
@@ -120,7 +129,8 @@ class _Wire:
 
 
 class MuxConnection:
-    """One shared connection: an out-box, the current wire and its reader task.
+    """One shared connection: an out-box, the current wire and its reader (a task, or the
+    event loop's callback).
 
     A wire whose server went silent (a caller's deadline passed with its call unanswered)
     is *retired*: new calls open a new wire at once, while the old one's reader keeps
@@ -288,7 +298,10 @@ class MuxConnection:
             self._connecting = None
         self._wire = wire
         self._wires.add(wire)
-        wire.reader = self._loop.create_task(self._read_loop(wire))
+        on_reply = functools.partial(self._on_reply, wire)
+        on_lost = functools.partial(self._break, wire)
+        if not read_in_callback(wire.conn, on_reply, on_lost, self._spawn):
+            wire.reader = self._loop.create_task(self._read_loop(wire))
         opening.set_result(None)
 
     def _flush(self) -> None:
@@ -340,10 +353,9 @@ class MuxConnection:
             _fail(slot, BrokenError(error, sent=False))
 
     async def _read_loop(self, wire: _Wire) -> None:
-        waiting = wire.waiting
         direct = direct_replies(wire.conn)  # hiredis: no read_response layers per reply
         try:
-            while not (wire.retired and not waiting):
+            while wire in self._wires:
                 if direct is not None:
                     reply = await direct.next()
                 else:
@@ -351,23 +363,35 @@ class MuxConnection:
                         reply = await aread(wire.conn, push_request=False)
                     except ERRORS.response as error:
                         reply = error
-                if not waiting:  # a reply nobody asked for: the stream is out of step
-                    raise ConnectionError("an unexpected reply; the connection is closed")
-                slot = waiting[0]
-                if slot.single:
-                    waiting.popleft()
-                    self._deliver_single(slot, reply)
-                    continue
-                slot.replies.append(reply)
-                if len(slot.replies) < slot.count:
-                    continue
-                waiting.popleft()
-                self._deliver(slot)
-            self._break(wire, ConnectionError("retired"))  # every late reply was read
+                self._on_reply(wire, reply)
         except asyncio.CancelledError:
             raise
         except Exception as error:
             self._break(wire, error)
+
+    def _on_reply(self, wire: _Wire, reply: Any) -> None:
+        """The next reply on ``wire`` (from its reader task, or from the event loop's
+        callback: ``connections.read_in_callback``) goes to the oldest slot waiting. A
+        retired wire closes once its last late reply is read.
+
+        Raises:
+            ConnectionError: a reply nobody asked for (the stream is out of step).
+        """
+        waiting = wire.waiting
+        if not waiting:
+            raise ConnectionError("an unexpected reply; the connection is closed")
+        slot = waiting[0]
+        if slot.single:
+            waiting.popleft()
+            self._deliver_single(slot, reply)
+        else:
+            slot.replies.append(reply)
+            if len(slot.replies) < slot.count:
+                return
+            waiting.popleft()
+            self._deliver(slot)
+        if wire.retired and not waiting:
+            self._break(wire, ConnectionError("retired"))  # every late reply was read
 
     def _deliver(self, slot: Slot) -> None:
         future = slot.future
