@@ -82,9 +82,10 @@ def _acquire_call(sub: LockCore, field: str, lease: int) -> Call:
     )
 
 
-def _release_call(sub: LockCore, field: str) -> tuple[Call, str]:
-    """An unlock of one hold of ``field`` on ``sub`` as a fan-out call, and its latch key."""
-    latch = unlock_latch_key(sub.name, new_request_id())
+def _release_call(sub: LockCore, field: str, request_id: str) -> tuple[Call, str]:
+    """An unlock of one hold of ``field`` on ``sub`` as a fan-out call, and its latch key
+    (``request_id``: unique to this call)."""
+    latch = unlock_latch_key(sub.name, request_id)
     command = sub.single_unlock_command(field, sub.holds.lease(field), latch)
     return sub.releases.call(field, command, latch), latch
 
@@ -114,6 +115,7 @@ class MultiLockCore:
         self.name = ", ".join(repr(name) for name in names)
         self.error_name = names[0] if len(names) == 1 else self.name
         self.need = self.needed(len(self.locks))
+        self._acquiring = self.context("acquiring")  # for messages, made once
 
     @staticmethod
     def needed(count: int) -> int:
@@ -148,7 +150,7 @@ class MultiLockCore:
                 f"got {lease_s!r} s: no attempt could ever have validity time left"
             )
         for sub in self.locks:
-            sub.executor.refuse_if_closing(f"acquiring {self.kind} through {sub.name!r}")
+            sub.executor.refuse_if_closing(self._acquiring)
         for sub in self.locks:
             sub.releases.fresh_field(owner)
         plans = [(sub, sub.field(owner), *sub.lease_of(lease_time)) for sub in self.locks]
@@ -292,7 +294,13 @@ class MultiLockCore:
         if not holds:
             return []
         own_keys = [_own_keys(sub) for sub, _ in holds]
-        calls: list[tuple[Call, str]] = [_release_call(sub, field) for sub, field in holds]
+        # One random id per release, made unique per call by its index: a latch key is
+        # per call (two holds of one sub-lock in a set must not share one), and one
+        # secrets.token_hex per sub-lock was a system call each (docs/design.md).
+        request_id = new_request_id()
+        calls: list[tuple[Call, str]] = [
+            _release_call(sub, field, f"{request_id}{i}") for i, (sub, field) in enumerate(holds)
+        ]
         need = self.need
 
         def quorum_released(replies: Sequence[Any]) -> bool:
@@ -312,7 +320,7 @@ class MultiLockCore:
                 reply, tried=own_keys[i]
             ):
                 # An ACL for Redisson's keys only (nothing ran): Redisson's script instead.
-                calls[i] = _release_call(sub, field)
+                calls[i] = _release_call(sub, field, new_request_id())
                 replies[i], unknown = await sub.releases.retry(calls[i][0])
             elif isinstance(reply, TransportError) and retry and not enough:
                 # Retry alone (idempotent by its latch key). Once enough sub-locks are

@@ -172,7 +172,7 @@ class SyncExecutor(ExecutorBase):
                     call.call.keys,
                     call.call.args,
                     call.context,
-                    None if on_orphan is None else _blocking(on_orphan),
+                    on_orphan,
                     call.skip_if_busy,
                 )
             )
@@ -386,13 +386,3 @@ def open_executor(
             executor.close()
             raise
     return executor
-
-
-def _blocking(on_orphan: Orphan) -> Callable[[Any], None]:
-    """``on_orphan`` run to completion on the calling thread (the sync executor's
-    operations never suspend)."""
-
-    async def undo(reply: Any) -> None:
-        await on_orphan(reply)
-
-    return lambda reply: run(undo(reply))

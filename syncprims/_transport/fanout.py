@@ -14,12 +14,13 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from syncprims._protocol.contracts import PENDING, Enough
+from syncprims._protocol.contracts import PENDING, Enough, Orphan
 from syncprims._protocol.quorum import grace_end
 from syncprims._protocol.scripts import Script
+from syncprims._protocol.stepping import run
 from syncprims.errors import RedisTimeoutError, SyncPrimsError
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Routed(NamedTuple):
     keys: Sequence[str]
     args: Sequence[str | int | bytes]
     context: str
-    on_late: Callable[[Any], None] | None = None
+    on_late: Orphan | None = None  # run to completion on the lane's thread
     skip_if_busy: bool = False
 
     def command(self) -> tuple[Any, ...]:
@@ -373,6 +374,12 @@ class LateLane:
             return  # its fan-out takes it
         if call.on_late is not None:
             try:
-                call.on_late(reply)
+                run(_undo(call.on_late, reply))
             except Exception:
                 log.exception("%s: handling a late reply failed; its lease bounds it", call.context)
+
+
+async def _undo(on_late: Orphan, reply: Any) -> None:
+    """``on_late(reply)`` as a coroutine for :func:`~syncprims._protocol.stepping.run` (the
+    blocking face's calls never suspend, so it runs to completion on the lane's thread)."""
+    await on_late(reply)
