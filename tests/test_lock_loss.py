@@ -207,7 +207,9 @@ async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(outc
                 raise ConnectionError("no reply")
             return [1, 1]
 
-    watchdog = Watchdog(Services(), Runner(), lease=0.3, batch_size=10, retry_delay=0.05)
+    # A renewal period of 1 s and a retry 1 s later: "kept" stays on the wheel while the
+    # test looks, however slow the loop is at that moment.
+    watchdog = Watchdog(Services(), Runner(), lease=3.0, batch_size=10, retry_delay=1.0)
     try:
         watchdog.register("kept", "owner:1", kind=LOCK_RENEWAL)
         watchdog.register("unlocked", "owner:1", kind=LOCK_RENEWAL)

@@ -350,7 +350,8 @@ async def test_replies_are_parsed_in_the_event_loops_callback(
             pytest.skip("this redis-py or hiredis has no reader this code knows")
         assert wire.reader is None, "a reader task reads the shared connection"
         stream = wire.conn._reader
-        await asyncio.gather(*(lock.is_locked() for _ in range(50)))  # many replies per read
+        locked = await asyncio.gather(*(lock.is_locked() for _ in range(50)))
+        assert locked == [True] * 50  # many replies per read, each to its caller
         await lock.unlock()
         admin = redis.Redis(port=redis_server.port)
         for connection in _named(redis_server, client_name):

@@ -299,7 +299,7 @@ class MultiLockCore:
         # secrets.token_hex per sub-lock was a system call each (docs/design.md).
         request_id = new_request_id()
         calls: list[tuple[Call, str]] = [
-            _release_call(sub, field, f"{request_id}{i}") for i, (sub, field) in enumerate(holds)
+            _release_call(sub, field, f"{request_id}:{i}") for i, (sub, field) in enumerate(holds)
         ]
         need = self.need
 

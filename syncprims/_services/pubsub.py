@@ -507,8 +507,10 @@ class ThreadSubscriber:
 
 
 class TaskSubscriber:
-    """The asyncio face's driver: a reader task on the client's loop, on a connection of a
-    ``redis.asyncio`` pool.
+    """The asyncio face's driver: a task on the client's loop that keeps a connection of
+    a ``redis.asyncio`` pool subscribed; its messages are parsed in the event loop's
+    protocol callback where redis-py's hiredis parser allows it
+    (``connections.read_in_callback``), else read by that task.
 
     Args: as :class:`ThreadSubscriber`.
     """
@@ -684,6 +686,8 @@ class TaskSubscriber:
                 with table.mutex:
                     gone = table.expired_locked(now)
                 await self._write(table.unsubscribe, gone)
+                if conn is not self._conn or not conn.is_connected:
+                    continue  # dropped meanwhile: a command would connect it again, unread
                 if self._ping_sent and now - self._ping_sent > self._timeout:
                     log.info("pub/sub: no PING reply within %g s; reconnecting", self._timeout)
                     await self._drop_connection(conn)  # the reader's read fails and reconnects
@@ -695,6 +699,8 @@ class TaskSubscriber:
     async def _drop_connection(self, conn: Any) -> None:
         if self._conn is conn:
             self._conn = None
+            if self._lost is not None:  # read in the callback: _run reconnects now
+                _end(self._lost, ConnectionError("the connection was dropped"))
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.disconnect(nowait=True)
@@ -703,7 +709,7 @@ class TaskSubscriber:
         """Fail pending subscriptions, wake every waiter, stop the tasks, give the
         connection back."""
         self.table.close()
-        tasks = [t for t in (self._reader, self._keeper) if t is not None]
+        tasks = [t for t in (self._reader, self._keeper, *self._background) if t is not None]
         for task in tasks:
             task.cancel()
         if tasks:

@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import logging
 import math
 import sys
 from collections.abc import Callable
@@ -53,6 +54,8 @@ from typing import Any
 import redis
 import redis.asyncio
 import redis.exceptions
+
+log = logging.getLogger("syncprims.transport")
 
 __all__ = [
     "ERRORS",
@@ -285,7 +288,8 @@ async def aread(conn: Any, *, push_request: bool = True) -> Any:
     ``read_response(timeout=...)`` takes a socket's ETIMEDOUT (a keepalive or
     ``TCP_USER_TIMEOUT`` that gave up) for its own timer running out and returns ``None``,
     which is an acquire script's "acquired". So a ``None`` counts only if the connection's
-    stream holds no error.
+    stream holds no error (a real nil reply read just before the stream failed is then
+    reported as the failure too: the call may have run, the safe answer).
 
     Raises:
         ConnectionError: the stream failed (the builtin class, an ``OSError``; the
@@ -435,7 +439,7 @@ class _ReplyProtocol(asyncio.Protocol):
                     return
                 if push is not None and isinstance(reply, push) and not self._is_reply(reply):
                     assert replies._handle_push is not None
-                    self._spawn(replies._handle_push(reply))  # not a reply: its handler
+                    self._spawn(_handle_push(replies._handle_push, reply))  # not a reply
                     continue
                 if isinstance(reply, broken):
                     raise reply  # e.g. LOADING: read_response raises it
@@ -458,7 +462,9 @@ class _ReplyProtocol(asyncio.Protocol):
         if exc is None:
             self._lose(ConnectionError("the connection closed"))
         else:
-            self._lose(ConnectionError(f"error while reading: {exc!r}"))
+            error = ConnectionError(f"error while reading: {exc!r}")
+            error.__cause__ = exc
+            self._lose(error)
 
     def pause_writing(self) -> None:
         self._original.pause_writing()
@@ -470,6 +476,15 @@ class _ReplyProtocol(asyncio.Protocol):
         if not self._lost:
             self._lost = True
             self._on_lost(error)
+
+
+async def _handle_push(handler: Callable[[Any], Any], message: Any) -> None:
+    """Run the library's handler of a RESP3 push message that is not a reply (a
+    notification), logging a failure: it runs on its own, after the replies around it."""
+    try:
+        await handler(message)
+    except Exception:
+        log.exception("the client library's handler of a push message failed")
 
 
 def read_in_callback(
@@ -493,6 +508,9 @@ def read_in_callback(
     afterwards."""
     replies = direct_replies(conn)
     if replies is None:
+        return False
+    has_data = getattr(conn._parser._reader, "has_data", None)
+    if has_data is None or has_data():  # bytes the reader holds would wait for the next
         return False
     writer = getattr(conn, "_writer", None)
     transport = getattr(writer, "transport", None)
