@@ -23,6 +23,11 @@ operation                        where the libraries differ, and the fallback ta
 :func:`aread`                    the same call in every version: ``timeout=math.inf``
                                  means "no timer" to redis-py 8 and an unbounded timer to
                                  older ones (the caller bounds the call itself).
+:func:`read_in_callback`         the asyncio replies parsed in the transport's protocol
+                                 callback: only where redis-py's asyncio hiredis parser is
+                                 in the form :func:`direct_replies` knows (redis-py 5.3 to
+                                 8); any other parser (pure Python, fakeredis') is read by
+                                 a task with :func:`aread`.
 :func:`astale`                  redis-py 8's asyncio ``can_read()`` is
                                  ``can_read_destructive()`` before 8.0 and in valkey-py:
                                  it may consume a byte, so it is asked only of a
