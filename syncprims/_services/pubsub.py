@@ -507,10 +507,9 @@ class ThreadSubscriber:
 
 
 class TaskSubscriber:
-    """The asyncio face's driver: a task on the client's loop that keeps a connection of
-    a ``redis.asyncio`` pool subscribed; its messages are parsed in the event loop's
-    protocol callback where redis-py's hiredis parser allows it
-    (``connections.read_in_callback``), else read by that task.
+    """The asyncio face's driver: a task on the client's loop keeps a connection of a
+    ``redis.asyncio`` pool subscribed (its messages parsed in the loop's protocol callback
+    where redis-py's parser allows it, ``connections.read_in_callback``, else read by it).
 
     Args: as :class:`ThreadSubscriber`.
     """
@@ -531,9 +530,7 @@ class TaskSubscriber:
         self._last_traffic = 0.0
         self._ping_sent = 0.0
         self.reconnects = 0
-        # The end of a connection whose messages the event loop's callback reads
-        # (connections.read_in_callback); None: the reader task reads them (aread).
-        self._lost: asyncio.Future[None] | None = None
+        self._lost: asyncio.Future[None] | None = None  # None: the task reads (_connect)
         self._background: set[asyncio.Task[Any]] = set()
 
     def _lock(self) -> asyncio.Lock:
@@ -590,12 +587,10 @@ class TaskSubscriber:
         self._lost = None
         if not conn.is_connected:
             await conn.connect()
-            # Messages parsed as they arrive: one loop turn less per wake-up than a reader
-            # task (before the SUBSCRIBEs: their confirmations come the same way).
+            # One loop turn less per wake-up than the task's reads (before any SUBSCRIBE).
             lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            if read_in_callback(
-                conn, self._on_reply, functools.partial(_end, lost), self._spawn, _MESSAGES
-            ):
+            on_lost = functools.partial(_end, lost)
+            if read_in_callback(conn, self._on_reply, on_lost, self._spawn, _MESSAGES):
                 self._lost = lost
         table = self.table
         async with self._lock():
@@ -654,12 +649,8 @@ class TaskSubscriber:
                 delay = min(delay * 2, 2.0)
 
     def _on_reply(self, reply: Any) -> None:
-        """One reply or message, from the event loop's callback (``_connect``).
-
-        Raises:
-            ResponseError: an error reply no subscription explains: the connection is
-                dropped and opened again, as on the reader task's path.
-        """
+        """One reply or message, from the loop's callback (``_connect``). Raises an error
+        reply no subscription explains: the connection is then opened again."""
         if isinstance(reply, ERRORS.response):
             if not self.table.refused(reply):
                 raise reply
@@ -798,10 +789,8 @@ class ClusterSubscribers(Generic[D]):
             self._drivers = {}
 
 
-# A subscriber's RESP3 push messages: replies to it, not the library's notifications.
-_MESSAGES = frozenset(
-    {b"message", b"smessage", b"subscribe", b"ssubscribe", b"unsubscribe", b"sunsubscribe"}
-)
+# A subscriber's RESP3 push frames: its replies, not the library's notifications.
+_MESSAGES = frozenset(b"message smessage subscribe ssubscribe unsubscribe sunsubscribe".split())
 
 
 def _end(lost: asyncio.Future[None], error: BaseException) -> None:
