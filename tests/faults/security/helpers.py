@@ -133,10 +133,15 @@ def until(condition: Callable[[], object], timeout: float, what: str) -> None:
 
 
 def wakes_on_message(
-    admin: Any, channel_glob: str, wait: Callable[[], bool], release: Callable[[], object]
+    admin: Any,
+    channel_glob: str,
+    wait: Callable[[], bool],
+    release: Callable[[], object],
+    registered: Callable[[], object] | None = None,
 ) -> None:
-    """Run ``wait`` in a thread; once it is subscribed to a channel matching ``channel_glob``,
-    ``release`` what it waits for, and check it returns ``True`` promptly.
+    """Run ``wait`` in a thread; once it is subscribed to a channel matching ``channel_glob``
+    (and ``registered()`` is true: its wait is recorded in Redis, where a lock kind records
+    one), ``release`` what it waits for, and check it returns ``True`` promptly.
 
     The caller holds with a 30 s lease and the client re-checks every 10 s at most: a return
     within 2 s of the release means the pub/sub message woke the waiter.
@@ -152,6 +157,8 @@ def wakes_on_message(
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     until(lambda: admin.pubsub_channels(channel_glob), 5, f"a subscriber of {channel_glob}")
+    if registered is not None:  # subscribed comes first: a release before this finds no wait
+        until(registered, 5, f"the waiter on {channel_glob} to record its wait")
     released = time.monotonic()
     release()
     thread.join(5)

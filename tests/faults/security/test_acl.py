@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -64,12 +65,26 @@ def acl() -> Iterator[AclServer]:
         server.stop()
 
 
+def _recorded(admin: Any, waiters: str) -> bool:
+    return bool(admin.zcard(waiters))
+
+
 def _exercise_waiters(client: syncprims.Client, admin: Any) -> None:
     """A waiter of each kind, woken by the pub/sub message of a release."""
     for lock in (client.get_lock("app:w-lock"), client.get_fenced_lock("app:w-fenced")):
         lock.lock(lease_time=30)
+        # The RLock's release must find the wait recorded, or its one-wake branch (TIME,
+        # ZREMRANGEBYSCORE: granted, so checked as used below) never runs: the waiter
+        # subscribes before it records its wait. ZCARD: not granted, so the admin's calls
+        # cannot count as the library's.
+        waiters = f"syncprims_lock_waiters:{{{lock.name}}}"
+        registered = partial(_recorded, admin, waiters) if lock.name == "app:w-lock" else None
         wakes_on_message(
-            admin, f"redisson_lock__channel:{{{lock.name}}}", lock_waiter(lock), lock.unlock
+            admin,
+            f"redisson_lock__channel:{{{lock.name}}}",
+            lock_waiter(lock),
+            lock.unlock,
+            registered,
         )
 
     fair = client.get_fair_lock("app:w-fair")
