@@ -353,10 +353,9 @@ class DirectReplies:
             ConnectionError: the server closed the connection, or reading failed.
             The parser's protocol error: the stream is out of step.
         """
-        gets, none, push = self._gets, self._none, self._push
         while True:
-            reply = gets(False)
-            if reply is none:
+            reply = self.parsed()
+            if reply is self._none:
                 try:
                     data = await self._stream.read(self._size)
                 except OSError as error:
@@ -365,13 +364,27 @@ class DirectReplies:
                     raise ConnectionError("the server closed the connection")
                 self.feed(data)
                 continue
-            if push is not None and isinstance(reply, push):
+            if self.is_push(reply):
                 assert self._handle_push is not None
                 await self._handle_push(reply)
                 continue
-            if isinstance(reply, self._broken):
-                raise reply  # e.g. LOADING: read_response raises it
             return reply
+
+    def parsed(self) -> Any:
+        """The next reply the reader holds whole, or ``NOT_ENOUGH_DATA`` (``_none``); an
+        error reply as its exception value (not raised).
+
+        Raises:
+            ConnectionError: the library's, as a reply (e.g. LOADING): read_response raises it.
+        """
+        reply = self._gets(False)
+        if isinstance(reply, self._broken):
+            raise reply
+        return reply
+
+    def is_push(self, reply: Any) -> bool:
+        """Whether ``reply`` is a RESP3 push message (not a reply)."""
+        return self._push is not None and isinstance(reply, self._push)
 
 
 def direct_replies(conn: Any) -> DirectReplies | None:
@@ -435,19 +448,16 @@ class _ReplyProtocol(asyncio.Protocol):
             return
         replies = self._replies
         replies.feed(data)
-        gets, none, broken, push = replies._gets, replies._none, replies._broken, replies._push
-        on_reply = self._on_reply
+        none, on_reply = replies._none, self._on_reply
         try:
             while True:
-                reply: Any = gets(False)
+                reply = replies.parsed()
                 if reply is none:
                     return
-                if push is not None and isinstance(reply, push) and not self._is_reply(reply):
+                if replies.is_push(reply) and not self._is_reply(reply):
                     assert replies._handle_push is not None
                     self._spawn(_handle_push(replies._handle_push, reply))  # not a reply
                     continue
-                if isinstance(reply, broken):
-                    raise reply  # e.g. LOADING: read_response raises it
                 on_reply(reply)
         except Exception as error:  # out of step, or a reply nobody asked for
             self._lose(error)
