@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 import uuid
 from typing import Any
@@ -441,3 +442,48 @@ def test_a_one_lock_multi_lock_takes_the_single_call_path(
         rival.unlock()
     admin.close()
     assert fanned == []
+
+
+def test_a_red_lock_attempt_is_routed_once_and_remade_for_a_new_field(
+    five: list[RedisServer], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An owner's attempt (its calls, routed once by the blocking executor) is kept between
+    acquires; a new field (an earlier release's outcome unknown) or a new lease makes new
+    calls, so every attempt names the field and lease it should. A list of calls (a
+    release's) is routed afresh every time."""
+    import syncprims._runtime.sync as sync_runtime
+    from syncprims._transport.fanout import fan_out as real_fan_out
+
+    routed: list[Any] = []
+
+    def recording(calls: Any, enough: Any = None) -> list[Any]:
+        routed.append(calls)
+        return real_fan_out(calls, enough)
+
+    monkeypatch.setattr(sync_runtime, "fan_out", recording)
+    masters = syncprims.connect_many(_urls(five))
+    admins = [redis.Redis(port=server.port) for server in five]
+    try:
+        red = masters.get_red_lock(name)
+        for _ in range(2):
+            red.lock()
+            red.unlock()
+        first_acquire, first_release, second_acquire, second_release = routed
+        assert second_acquire is first_acquire  # kept: routed once
+        assert second_release is not first_release  # a release's latch keys are new
+        sub = red._core.locks[0]
+        owner = threading.get_ident()
+        old_field = sub.field(owner)
+        sub.releases.taint(old_field)  # as after a release whose outcome was unknown
+        red.lock(lease_time=20)
+        new_field = sub.field(owner)
+        assert new_field != old_field
+        assert admins[0].hkeys(name) == [new_field.encode()]
+        assert 19_000 < admins[0].pttl(name) <= 20_000  # the new lease, not the kept one
+        assert routed[-1] is not first_acquire
+        red.unlock()
+        assert all(admin.exists(name) == 0 for admin in admins)
+    finally:
+        masters.shutdown()
+        for admin in admins:
+            admin.close()

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from syncprims._core.lock import REENTRY_ERR, LockCore, lock_policy
-from syncprims._core.release import release_on_exit
+from syncprims._core.release import AttemptUndo, release_on_exit
 from syncprims._core.retry import releasing
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.ids import new_request_id
@@ -77,7 +77,7 @@ def _acquire_call(sub: LockCore, field: str, lease: int) -> Call:
         sub.executor,
         sub.single_acquire_command(field, lease),
         sub.context("acquiring"),
-        lambda late: sub.on_abandoned_attempt(field, 0.0, late),
+        AttemptUndo(sub, field, 0.0),
         skip_if_busy=True,
     )
 
@@ -110,6 +110,7 @@ class MultiLockCore:
         self.locks = list(locks)
         self._ex: Executor = self.locks[0].executor
         self._validity: dict[int, tuple[float, float]] = {}  # owner -> (validity s, at)
+        self._calls: dict[int, tuple[tuple[tuple[str, int, bool], ...], tuple[Call, ...]]] = {}
         # A RedLock's sub-locks share one name on several masters: say it once.
         names = list(dict.fromkeys(sub.name for sub in self.locks))
         self.name = ", ".join(repr(name) for name in names)
@@ -163,8 +164,7 @@ class MultiLockCore:
                 started = ex.monotonic()
                 own_keys = [_own_keys(sub) for sub, _, _, _ in plans]
                 replies = await ex.eval_many(
-                    [_acquire_call(sub, field, lease) for sub, field, lease, _ in plans],
-                    self._settled(plans),
+                    self._acquire_calls(owner, plans), self._settled(plans)
                 )
                 elapsed = ex.monotonic() - started
                 ttls: list[object] = [
@@ -256,6 +256,21 @@ class MultiLockCore:
         finally:
             if waiting is not None:
                 waiting[0].unsubscribe(waiting[1])
+
+    def _acquire_calls(
+        self, owner: int, plans: Sequence[tuple[LockCore, str, int, bool]]
+    ) -> tuple[Call, ...]:
+        """The attempt's fan-out calls, made once per owner, fields and leases: the same
+        tuple each attempt, which a blocking executor routes once (``SyncExecutor.eval_many``)."""
+        key = tuple([(field, lease, sub.uses_own_keys()) for sub, field, lease, _ in plans])
+        cached = self._calls.get(owner)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        calls = tuple([_acquire_call(sub, field, lease) for sub, field, lease, _ in plans])
+        if len(self._calls) >= 64:  # owners come and go (threads, tasks): a few kept
+            self._calls.clear()
+        self._calls[owner] = (key, calls)
+        return calls
 
     def _settled(self, plans: Sequence[tuple[LockCore, str, int, bool]]) -> Enough:
         """When an attempt's fan-out may stop waiting: a quorum granted, or too few replies

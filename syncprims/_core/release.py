@@ -108,7 +108,9 @@ class Releases:
         client = lock._client
         watchdog = lock._ex.watchdog
         name = lock.name
-        if not client.tainted and not watchdog.may_renew_late(name, lock.field(owner)):
+        if not client.tainted and (
+            not watchdog.renews_late() or not watchdog.may_renew_late(name, lock.field(owner))
+        ):
             return
         key = (name, owner)
         if key in client.holds:

@@ -221,6 +221,9 @@ class RenewalRegistry(Protocol):
     def lease_end(self, name: str, field: str) -> float | None:
         """Until when (monotonic seconds) the hold is known valid; ``None``: not renewed."""
 
+    def renews_late(self) -> bool:
+        """Whether any dropped hold's renewal may still run (a cheap hint, no field made)."""
+
     def may_renew_late(self, name: str, field: str) -> bool:
         """Whether a renewal of a dropped hold may still run in Redis (sent, unanswered)."""
 

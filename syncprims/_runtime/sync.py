@@ -129,6 +129,8 @@ class SyncExecutor(ExecutorBase):
         self.listeners = ObjectListeners(self.loop, database=self.database)
         self.record = ClientRecord(self.loop, runner, lambda: self.client_id, client_name(source))
 
+    _routed: tuple[tuple[Call, ...], list[Routed]] | None = None  # eval_many's
+
     async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
         return await self.transport.eval(call, context=context)
 
@@ -153,6 +155,11 @@ class SyncExecutor(ExecutorBase):
                     return [await ex.eval(single.call, context=single.context)]
                 except SyncPrimsError as error:
                     return [error]
+        # A tuple of calls (a MultiLock's attempt, made once per owner) is routed once
+        # and kept, the last one per executor: one read, as another thread may replace it.
+        cached = self._routed
+        if cached is not None and cached[0] is calls:
+            return await self._follow(calls, fan_out(cached[1], enough))
         routed = []
         for call in calls:
             ex = call.executor
@@ -176,7 +183,13 @@ class SyncExecutor(ExecutorBase):
                     call.skip_if_busy,
                 )
             )
-        replies = fan_out(routed, enough)
+        if isinstance(calls, tuple) and not any(  # a cluster's routes move: not kept
+            isinstance(call.executor.transport, ClusterRouter) for call in calls
+        ):
+            self._routed = (calls, routed)
+        return await self._follow(calls, fan_out(routed, enough))
+
+    async def _follow(self, calls: Sequence[Call], replies: list[Any]) -> list[Any]:
         for i, reply in enumerate(replies):
             if isinstance(reply, ClusterRedirectError):  # it did not run: follow it alone
                 call = calls[i]

@@ -183,6 +183,11 @@ class Watchdog:
             for key in [k for k in self._renewals if k[0] == name]:
                 self._drop(self._renewals[key])
 
+    def renews_late(self) -> bool:
+        """Whether any dropped hold's renewal is unanswered (:meth:`may_renew_late` of some
+        field): read without the mutex, as a hint; ``False`` on nearly every call."""
+        return bool(self._late)
+
     def may_renew_late(self, name: str, field: str) -> bool:
         """Whether a renewal of ``field``'s dropped hold on ``name`` was sent (or is being
         sent) and not answered: it may still run in Redis (module docstring)."""

@@ -139,11 +139,14 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
             in_flight[i] = conn
             deadlines[i] = time.monotonic() + call.server.timeout
         started = time.monotonic()
+        # A TLS socket may hold decrypted bytes select cannot see (``_buffered``): looked
+        # for only when there is one.
+        tls = any([type(conn._sock) is not socket.socket for conn in in_flight.values()])
         stop_at = math.inf  # once enough: the end of the grace (see fan_out's docstring)
         while in_flight:
             if stop_at == math.inf and enough is not None and enough(results):
                 stop_at = grace_end(started, time.monotonic())
-            ready = _readable(in_flight, deadlines, stop_at)
+            ready = _readable(in_flight, deadlines, stop_at, tls=tls)
             if ready is None:  # the grace is over: the rest finishes in the background
                 break
             for i in ready:
@@ -176,13 +179,15 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
 
 
 def _readable(
-    in_flight: dict[int, Any], deadlines: dict[int, float], stop_at: float
+    in_flight: dict[int, Any], deadlines: dict[int, float], stop_at: float, *, tls: bool
 ) -> list[int] | None:
     """The in-flight calls with a reply to read, or past their deadline (reading them raises
-    the timeout), waiting until there is one; ``None`` when ``stop_at`` came first."""
-    ready = [i for i, conn in in_flight.items() if _buffered(conn)]
-    if ready:
-        return ready
+    the timeout), waiting until there is one; ``None`` when ``stop_at`` came first. ``tls``:
+    whether a connection may hold bytes ``select`` cannot see."""
+    if tls:
+        ready = [i for i, conn in in_flight.items() if _buffered(conn)]
+        if ready:
+            return ready
     socks = {conn._sock: i for i, conn in in_flight.items() if conn._sock is not None}
     if len(socks) < len(in_flight):  # disconnected under us: reading says why
         return [i for i, conn in in_flight.items() if conn._sock is None]
