@@ -139,9 +139,11 @@ def released(kind: str, name: str, reply: object, held_since: float | None) -> N
         return
     if reply != 1 or held_since is None:
         return
+    recorder = metrics
+    if recorder is None and not lock_log.isEnabledFor(logging.DEBUG):
+        return  # nobody observes: no clock read, no record (as acquire_probe)
     held = time.monotonic() - held_since
     lock_log.debug("%s %r: released after %.6f s held", kind, name, held)
-    recorder = metrics
     if recorder is not None:
         recorder.hold(kind, held)
 

@@ -320,7 +320,9 @@ class LockCore(ExpirableCore):
         else:
             assert self.grant is not None
             call, member, fresh, floor = self.grant.register(grant, field, lease, wait)
-        required = await self.replicas.required()
+        required = self.replicas.known_required()  # no coroutine unless a look is due
+        if required is None:
+            required = await self.replicas.required()
         sent = ex.monotonic()  # the lease starts no earlier than this, in Redis
         context = self.context("acquiring")
         orphan = AttemptUndo(self, field, single)  # the wait the call said (a single: none)
@@ -358,7 +360,9 @@ class LockCore(ExpirableCore):
         ttl = self.reply_ttl(reply)
         if ttl is not None:
             return ttl
-        if await gave_back_late(self, field, lease, sent, grant):
+        if ex.monotonic() - sent >= lease / 1000 and await gave_back_late(
+            self, field, lease, sent, grant
+        ):  # past its lease: given back (checked here first: no coroutine on the hot path)
             return 0
         if required or aof is not None:
             await self.replicas.check(field, lease, required, acknowledged)

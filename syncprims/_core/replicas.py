@@ -35,6 +35,15 @@ class ReplicaSync:
             return await lock._ex.replicas(lock.name)
         return setting
 
+    def known_required(self) -> int | None:
+        """:meth:`required` without I/O (the setting, or the remembered count while fresh);
+        ``None`` when the count is due to be read again: then await :meth:`required`."""
+        lock = self._lock
+        setting = lock._ex.config.lock_synced_replicas
+        if setting == "auto":
+            return lock._ex.known_replicas(lock.name)
+        return setting
+
     async def run(
         self,
         call: ScriptCall,

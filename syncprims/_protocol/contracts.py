@@ -382,6 +382,9 @@ class Executor(Protocol):
         ``state=online``), as last seen; looked up again when that is a few seconds old
         or ``recheck`` is set. Never raises a transport error (the last count stands)."""
 
+    def known_replicas(self, route: str) -> int | None:
+        """:meth:`replicas` as remembered, without I/O; ``None`` when it would look again."""
+
     async def command(
         self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None
     ) -> Any:

@@ -34,7 +34,6 @@ from syncprims._services.watchdog import Watchdog
 from syncprims._transport.aio import NOSCRIPT, AsyncServer, bind_loop
 from syncprims._transport.cluster import AsyncTopology, ClusterRouter
 from syncprims._transport.mux import MuxConnection, Slot, undo_orphan
-from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, aclose_source, async_source
 from syncprims.config import Config
 from syncprims.errors import RedisConnectionError, RedisTimeoutError, SyncPrimsError
@@ -119,11 +118,6 @@ class AsyncExecutor(ExecutorBase):
     ) -> Coroutine[Any, Any, Any]:
         # the transport's coroutine itself, not one more layer around it (the hot path)
         return self.transport.eval(call, context=context, on_orphan=on_orphan)
-
-    def replicas(self, route: str, *, recheck: bool = False) -> Coroutine[Any, Any, int]:
-        transport = self.transport
-        server = transport.route([route]) if isinstance(transport, ClusterRouter) else transport
-        return replica_count(server, self.monotonic(), recheck=recheck)  # no layer around it
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         executors: list[AsyncExecutor] = []

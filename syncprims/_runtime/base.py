@@ -14,6 +14,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Coroutine
 from typing import Any
 
 import attrs
@@ -26,7 +27,7 @@ from syncprims._protocol.timing import Bounds
 from syncprims._services.record import ClientRecord, CommandRunner
 from syncprims._transport.cluster import ClusterRouter
 from syncprims._transport.errors import key_slot
-from syncprims._transport.replicas import replica_count
+from syncprims._transport.replicas import remembered_count, replica_count
 from syncprims._transport.sources import CONNECT_TIMEOUT, Source
 from syncprims.config import DEFAULT_TIMEOUT, Config
 from syncprims.errors import ClientClosedError, SyncPrimsError
@@ -180,6 +181,17 @@ class ExecutorBase:
             self.transport, ClusterRouter
         ):
             await replica_count(self.transport, self.monotonic(), recheck=True)
+
+    def _replica_server(self, route: str) -> Any:
+        transport = self.transport
+        return transport.route([route]) if isinstance(transport, ClusterRouter) else transport
+
+    def replicas(self, route: str, *, recheck: bool = False) -> Coroutine[Any, Any, int]:
+        # replica_count's coroutine itself, no layer around it (every acquire asks)
+        return replica_count(self._replica_server(route), self.monotonic(), recheck=recheck)
+
+    def known_replicas(self, route: str) -> int | None:
+        return remembered_count(self._replica_server(route), self.monotonic())
 
     async def command(
         self, *args: str | int, context: str, route: str | None = None, timeout: float | None = None

@@ -39,7 +39,6 @@ from syncprims._services.watchdog import Watchdog
 from syncprims._transport.cluster import ClusterRouter, SyncTopology
 from syncprims._transport.errors import ClusterRedirectError
 from syncprims._transport.fanout import Routed, fan_out
-from syncprims._transport.replicas import replica_count
 from syncprims._transport.sources import Source, close_source, sync_source
 from syncprims._transport.sync import SyncServer
 from syncprims.config import Config
@@ -133,11 +132,6 @@ class SyncExecutor(ExecutorBase):
 
     async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
         return await self.transport.eval(call, context=context)
-
-    async def replicas(self, route: str, *, recheck: bool = False) -> int:
-        transport = self.transport
-        server = transport.route([route]) if isinstance(transport, ClusterRouter) else transport
-        return await replica_count(server, self.monotonic(), recheck=recheck)
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         if len(calls) == 1:  # a 1-lock MultiLock (or a lone retry): the single-call path

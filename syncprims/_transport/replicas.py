@@ -31,6 +31,7 @@ __all__ = [
     "RECHECK",
     "ReplicaCount",
     "connected_replicas",
+    "remembered_count",
     "replica_count",
 ]
 
@@ -77,6 +78,13 @@ def connected_replicas(info: bytes) -> int:
     """The replicas of an ``INFO replication`` reply that are in sync (``state=online``; one
     still loading its first copy cannot acknowledge a ``WAIT`` yet)."""
     return len(_ONLINE.findall(info))
+
+
+def remembered_count(server: _Server, now: float) -> int | None:
+    """The replicas of ``server``'s master as remembered, while younger than :data:`RECHECK`;
+    ``None`` when a look is due (no I/O: the hot path asks this first)."""
+    known = server.replicas
+    return known.count if now - known.checked < RECHECK else None
 
 
 async def replica_count(server: _Server, now: float, *, recheck: bool = False) -> int:
