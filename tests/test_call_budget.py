@@ -42,10 +42,14 @@ pytestmark = pytest.mark.real
 # (2026-11-26: 366-367; a round whose replies went to a late lane adds a few). The asyncio
 # face's also counts each resumption of a suspended coroutine as a call, so it keeps the
 # least of its rounds and more slack (554-640).
-BUDGET_SYNC_PAIR = 125
-BUDGET_ASYNC_PAIR = 165
-BUDGET_SYNC_REDLOCK_PAIR = 420
-BUDGET_ASYNC_REDLOCK_PAIR = 720
+#
+# 2026-11-26 (third session), after the kept attempt and the coroutine-free replica
+# count: 96 and 114 per pair, the RedLock pairs 327-351 (blocking) and 560-579
+# (asyncio); the budgets keep about 15 % above the highest.
+BUDGET_SYNC_PAIR = 110
+BUDGET_ASYNC_PAIR = 132
+BUDGET_SYNC_REDLOCK_PAIR = 390
+BUDGET_ASYNC_REDLOCK_PAIR = 660
 ROUNDS = 8
 PER_ROUND = frozenset(
     {
