@@ -1,0 +1,122 @@
+"""Instructions per lock pair, counted by valgrind: a CPU measure that does not swing with
+the machine (docs/design.md, "Instructions per pair").
+
+Wall time and CPU time per pair swing by 10-20 % between runs on a shared 2-core VM, more
+than most changes to the hot path; the instructions the calling thread executes do not
+(about 1 % between runs). Each kind runs twice under ``valgrind --tool=callgrind
+--separate-threads=yes``, with N and 3N pairs after the same warm-up, and the difference of
+the calling thread's totals over 2N is what one pair costs: start-up, imports, connecting
+and the background threads (the watchdog, the janitor, late lanes: their work depends on
+the wall clock, which valgrind slows 50-fold) are left out.
+
+Usage (from the repository; valgrind and redis-server on PATH)::
+
+    python scripts/instructions.py rlock redlock redlock1 fan-out "raw EVALSHA fan-out x5"
+    python scripts/instructions.py --tree /path/to/other/checkout rlock   # A/B another tree
+
+Kinds: ``rlock`` (an uncontended RLock pair), ``redlock`` (a RedLock pair on 5 masters),
+``redlock1`` (on 1 master), ``fan-out`` (syncprims' blocking fan-out with the same two
+scripts on 5 masters and no lock book-keeping), or any peer of ``syncprims bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The child: builds the kind, warms it up, then runs ``pairs`` pairs (argv: kind, pairs, urls).
+CHILD = r"""
+import itertools, os, sys
+kind, pairs, urls = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+import syncprims
+close = None
+if kind == "rlock":
+    client = syncprims.connect(urls[0])
+    lock = client.get_lock(f"instructions:{os.getpid()}")
+    step, close = (lambda: (lock.lock(), lock.unlock())), client.shutdown
+elif kind in ("redlock", "redlock1", "fan-out"):
+    masters = syncprims.connect_many(urls if kind != "redlock1" else urls[:1])
+    close = masters.shutdown
+    red = masters.get_red_lock(f"instructions:{os.getpid()}")
+    step = lambda: (red.lock(), red.unlock())
+    if kind == "fan-out":
+        from syncprims._protocol import scripts
+        from syncprims._transport.fanout import Routed, fan_out
+        subs, name = red._core.locks, red.name
+        fields = [f"{sub.executor.client_id}:1" for sub in subs]
+        acquire = [Routed(sub.executor.transport, scripts.LOCK_ACQUIRE, [name], [30000, field],
+                          "acquiring", None, True) for sub, field in zip(subs, fields)]
+        ids = itertools.count()
+        def release():
+            n = next(ids)
+            return [Routed(sub.executor.transport, scripts.LOCK_UNLOCK,
+                           [name, "channel", f"redisson_unlock_latch:{{{name}}}:{n}:{i}"],
+                           ["0", 30000, field, "PUBLISH", 13500], "releasing", None, False)
+                    for i, (sub, field) in enumerate(zip(subs, fields))]
+        step = lambda: (fan_out(acquire), fan_out(release()))
+else:
+    from syncprims.bench.peers import open_peer
+    session = open_peer(kind, urls)
+    lock = session.lock(f"instructions:{os.getpid()}")
+    step, close = (lambda: (lock.acquire(), lock.release())), session.close
+for _ in range(200):
+    step()
+for _ in range(pairs):
+    step()
+close()
+"""
+
+
+def count(tree: Path, kind: str, pairs: int, urls: list[str]) -> int:
+    """The calling thread's instructions for ``pairs`` pairs (plus the fixed part)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        subprocess.run(
+            [
+                "valgrind", "--tool=callgrind", "--separate-threads=yes",
+                f"--callgrind-out-file={out}", sys.executable, "-c", CHILD, kind, str(pairs),
+                *urls,
+            ],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        for line in (Path(f"{out}-01")).read_text().splitlines():
+            if line.startswith(("totals:", "summary:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in valgrind's output for {kind}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kinds", nargs="+")
+    parser.add_argument("--pairs", type=int, default=1000, help="N (default 1000)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to measure")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not on PATH (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(ROOT))
+    from syncprims._embedded import RedisServer
+
+    servers = [RedisServer() for _ in range(5)]
+    try:
+        urls = [server.url for server in servers]
+        for kind in args.kinds:
+            once = count(args.tree, kind, args.pairs, urls)
+            thrice = count(args.tree, kind, 3 * args.pairs, urls)
+            print(f"{kind:32} {(thrice - once) / (2 * args.pairs):>12,.0f} instructions per pair")
+    finally:
+        for server in servers:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
