@@ -49,7 +49,8 @@ elif kind in ("redlock", "redlock1", "fan-out"):
     if kind == "fan-out":
         from syncprims._protocol import scripts
         from syncprims._transport.fanout import Routed, fan_out
-        subs, name = red._core.locks, red.name
+        subs = red._core.locks
+        name = subs[0].name
         fields = [f"{sub.executor.client_id}:1" for sub in subs]
         acquire = [Routed(sub.executor.transport, scripts.LOCK_ACQUIRE, [name], [30000, field],
                           "acquiring", None, True) for sub, field in zip(subs, fields)]
@@ -79,14 +80,16 @@ def count(tree: Path, kind: str, pairs: int, urls: list[str]) -> int:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        subprocess.run(
+        done = subprocess.run(
             [
                 "valgrind", "--tool=callgrind", "--separate-threads=yes",
                 f"--callgrind-out-file={out}", sys.executable, "-c", CHILD, kind, str(pairs),
                 *urls,
             ],
-            env=env, check=True, capture_output=True,
+            env=env, cwd=tree, capture_output=True, text=True, check=False,
         )  # fmt: skip
+        if done.returncode != 0:  # cwd=tree: ``-c`` puts the working directory first
+            raise RuntimeError(f"{kind} failed under valgrind:\n{done.stderr[-3000:]}")
         for line in (Path(f"{out}-01")).read_text().splitlines():
             if line.startswith(("totals:", "summary:")):
                 return int(line.split()[1])

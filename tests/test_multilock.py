@@ -487,3 +487,26 @@ def test_a_red_lock_attempt_is_routed_once_and_remade_for_a_new_field(
         masters.shutdown()
         for admin in admins:
             admin.close()
+
+
+def test_a_fair_sub_locks_attempts_each_carry_the_time(
+    redis_server: RedisServer, name: str
+) -> None:
+    """A FairLock's attempt carries the time its queue is purged by, so a MultiLock does
+    not keep it between attempts: a dead waiter at the head of the queue, whose deadline
+    passes while the MultiLock retries, is dropped by a later attempt, which then takes
+    the lock (with the first attempt's time kept, no attempt would ever drop it)."""
+    admin = redis.Redis(port=redis_server.port)
+    queue, timeouts = f"redisson_lock_queue:{{{name}}}", f"redisson_lock_timeout:{{{name}}}"
+    with syncprims.connect(redis_server.url) as client:
+        multi = client.get_multi_lock(client.get_fair_lock(name), client.get_lock(f"{name}:b"))
+        seconds, micros = admin.time()
+        deadline_ms = int(seconds) * 1000 + int(micros) // 1000 + 400  # past mid-wait
+        admin.rpush(queue, "dead-client:1")
+        admin.zadd(timeouts, {"dead-client:1": deadline_ms})
+        began = time.monotonic()
+        assert multi.try_lock(wait_time=5, lease_time=10)
+        assert time.monotonic() - began < 4
+        assert admin.hkeys(name) != [b"dead-client:1"]
+        multi.unlock()
+    admin.close()

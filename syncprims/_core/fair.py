@@ -86,6 +86,7 @@ class FairLockCore(LockCore):
     info_layout = "fair"
     one_wake_part = None  # scripts of its own, which grant (FairGrant) but do not herald
     grant_part = FairGrant
+    timed_attempt = True  # fair_acquire.lua drops the waiters whose deadline passed by it
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)

@@ -117,6 +117,10 @@ class LockCore(ExpirableCore):
     kind = "lock"
     info_layout = "lock"  # how info() reads it (syncprims._core.info.LOCK_KINDS)
     renewal: RenewalKind = LOCK_RENEWAL
+    # Whether a single attempt's call (single_acquire_command) carries the time, so that
+    # it is made afresh for each attempt (a FairLock's purges its queue by it); a MultiLock
+    # keeps the others' calls between attempts (syncprims._core.multi).
+    timed_attempt: ClassVar[bool] = False
     # The parts a kind uses beside Redisson's layout (module docstring): the RLock's own
     # scripts have both; a kind with scripts of its own names ``None`` for what they lack.
     one_wake_part: ClassVar[type[OneWake] | None] = OneWake

@@ -111,6 +111,7 @@ class MultiLockCore:
         self._ex: Executor = self.locks[0].executor
         self._validity: dict[int, tuple[float, float]] = {}  # owner -> (validity s, at)
         self._calls: dict[int, tuple[tuple[tuple[str, int, bool], ...], tuple[Call, ...]]] = {}
+        self._timed = any(sub.timed_attempt for sub in self.locks)  # calls made each attempt
         # A RedLock's sub-locks share one name on several masters: say it once.
         names = list(dict.fromkeys(sub.name for sub in self.locks))
         self.name = ", ".join(repr(name) for name in names)
@@ -259,9 +260,12 @@ class MultiLockCore:
 
     def _acquire_calls(
         self, owner: int, plans: Sequence[tuple[LockCore, str, int, bool]]
-    ) -> tuple[Call, ...]:
+    ) -> Sequence[Call]:
         """The attempt's fan-out calls, made once per owner, fields and leases: the same
-        tuple each attempt, which a blocking executor routes once (``SyncExecutor.eval_many``)."""
+        tuple each attempt, which a blocking executor routes once (``SyncExecutor.eval_many``).
+        A list made afresh when a sub-lock's attempt carries the time (``timed_attempt``)."""
+        if self._timed:
+            return [_acquire_call(sub, field, lease) for sub, field, lease, _ in plans]
         key = tuple([(field, lease, sub.uses_own_keys()) for sub, field, lease, _ in plans])
         cached = self._calls.get(owner)
         if cached is not None and cached[0] == key:

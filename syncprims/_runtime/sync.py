@@ -50,6 +50,8 @@ log = logging.getLogger("syncprims")
 
 SyncTransport = SyncServer | ClusterRouter[SyncServer]
 
+_ROUTED_KEPT = 64  # routed MultiLock attempts an executor keeps (eval_many)
+
 
 class _OffLoop:
     """The blocking transport, called from the services loop on a worker thread."""
@@ -114,6 +116,7 @@ class SyncExecutor(ExecutorBase):
             )
         self._pop_mutex = threading.Lock()
         self._popping = 0  # waits popping their grant now (claim_pop)
+        self._routed: dict[int, tuple[tuple[Call, ...], list[Routed]]] = {}  # eval_many's
         self.loop = ServiceLoop(self.name)
         runner = _OffLoop(self.transport)
         self.watchdog = Watchdog(
@@ -127,8 +130,6 @@ class SyncExecutor(ExecutorBase):
         self.janitor = Janitor(self.loop, runner, slot_of=self.slot_of)
         self.listeners = ObjectListeners(self.loop, database=self.database)
         self.record = ClientRecord(self.loop, runner, lambda: self.client_id, client_name(source))
-
-    _routed: tuple[tuple[Call, ...], list[Routed]] | None = None  # eval_many's
 
     async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
         return await self.transport.eval(call, context=context)
@@ -149,11 +150,13 @@ class SyncExecutor(ExecutorBase):
                     return [await ex.eval(single.call, context=single.context)]
                 except SyncPrimsError as error:
                     return [error]
-        # A tuple of calls (a MultiLock's attempt, made once per owner) is routed once
-        # and kept, the last one per executor: one read, as another thread may replace it.
-        cached = self._routed
-        if cached is not None and cached[0] is calls:
-            return await self._follow(calls, fan_out(cached[1], enough))
+        # A tuple of calls (a MultiLock's attempt, made once per owner) is routed once and
+        # kept (_ROUTED_KEPT per executor), by identity: the entry holds the tuple, so its
+        # id is not reused while kept. Dict reads and writes are atomic: a clear racing a
+        # read makes a miss, routed again.
+        kept = self._routed.get(id(calls))
+        if kept is not None and kept[0] is calls:
+            return await self._follow(calls, fan_out(kept[1], enough))
         routed = []
         for call in calls:
             ex = call.executor
@@ -180,7 +183,9 @@ class SyncExecutor(ExecutorBase):
         if isinstance(calls, tuple) and not any(  # a cluster's routes move: not kept
             isinstance(call.executor.transport, ClusterRouter) for call in calls
         ):
-            self._routed = (calls, routed)
+            if len(self._routed) >= _ROUTED_KEPT:
+                self._routed.clear()
+            self._routed[id(calls)] = (calls, routed)
         return await self._follow(calls, fan_out(routed, enough))
 
     async def _follow(self, calls: Sequence[Call], replies: list[Any]) -> list[Any]:
