@@ -26,7 +26,15 @@ from syncprims.errors import ServerReplyError, SyncPrimsError, TransportError
 if TYPE_CHECKING:
     from syncprims._core.lock import LockCore
 
-__all__ = ["GRANTED", "GRANT_MIN_LEASE_MS", "Grant", "GrantWait", "gave_back_late", "grant_policy"]
+__all__ = [
+    "GRANTED",
+    "GRANT_MIN_LEASE_MS",
+    "Grant",
+    "GrantWait",
+    "gave_back_late",
+    "grant_policy",
+    "past_lease",
+]
 
 log = logging.getLogger("syncprims.lock")
 
@@ -159,16 +167,24 @@ def _forget_grant_waits() -> None:
 os.register_at_fork(after_in_child=_forget_grant_waits)
 
 
+def past_lease(lock: LockCore, lease: int, since: float) -> bool:
+    """Whether an acquisition of ``lock`` whose ``lease`` (ms) started no earlier than
+    ``since`` (monotonic seconds) came past that lease: :func:`gave_back_late`'s test,
+    without a coroutine (an acquire asks it first)."""
+    return lock._ex.monotonic() - since >= lease / 1000
+
+
 async def gave_back_late(
     lock: LockCore, field: str, lease: int, since: float, grant: GrantWait | None
 ) -> bool:
     """Whether an acquisition of ``lock`` whose lease started no earlier than ``since``
-    (monotonic seconds) came past that lease: then it is given back (the lock may be someone
-    else's by now) and ``grant``'s wait goes on with a new registration. Found by the chaos
-    campaign: a client paused 2.4-3.3 s mid-acquire entered a 2 s lease."""
-    late = lock._ex.monotonic() - since
-    if late < lease / 1000:
+    (monotonic seconds) came past that lease (:func:`past_lease`): then it is given back
+    (the lock may be someone else's by now) and ``grant``'s wait goes on with a new
+    registration. Found by the chaos campaign: a client paused 2.4-3.3 s mid-acquire entered
+    a 2 s lease."""
+    if not past_lease(lock, lease, since):
         return False
+    late = lock._ex.monotonic() - since
     log.warning(
         "%s: the grant came %.3f s after it was asked for, past its %.3f s lease: not taken",
         lock.context("acquiring"),

@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from syncprims import _observe
 from syncprims._core.clientstate import client_locks
-from syncprims._core.grant import GRANTED, Grant, GrantWait, gave_back_late
+from syncprims._core.grant import GRANTED, Grant, GrantWait, gave_back_late, past_lease
 from syncprims._core.info import lock_info, lock_statistics
 from syncprims._core.loss import Holds, max_hold_seconds
 from syncprims._core.objects import ExpirableCore
@@ -364,10 +364,8 @@ class LockCore(ExpirableCore):
         ttl = self.reply_ttl(reply)
         if ttl is not None:
             return ttl
-        if ex.monotonic() - sent >= lease / 1000 and await gave_back_late(
-            self, field, lease, sent, grant
-        ):  # past its lease: given back (checked here first: no coroutine on the hot path)
-            return 0
+        if past_lease(self, lease, sent) and await gave_back_late(self, field, lease, sent, grant):
+            return 0  # past its lease: given back
         if required or aof is not None:
             await self.replicas.check(field, lease, required, acknowledged)
         self.acquired(field, lease, watchdog, reply, since=sent)

@@ -29,11 +29,8 @@ class ReplicaSync:
 
     async def required(self) -> int:
         """How many replicas an acquisition must reach (``"auto"``: the master's)."""
-        lock = self._lock
-        setting = lock._ex.config.lock_synced_replicas
-        if setting == "auto":
-            return await lock._ex.replicas(lock.name)
-        return setting
+        known = self.known_required()
+        return known if known is not None else await self._lock._ex.replicas(self._lock.name)
 
     def known_required(self) -> int | None:
         """:meth:`required` without I/O (the setting, or the remembered count while fresh);

@@ -116,7 +116,7 @@ class SyncExecutor(ExecutorBase):
             )
         self._pop_mutex = threading.Lock()
         self._popping = 0  # waits popping their grant now (claim_pop)
-        self._routed: dict[int, tuple[tuple[Call, ...], list[Routed]]] = {}  # eval_many's
+        self._routed: dict[int, tuple[Sequence[Call], list[Routed]]] = {}  # eval_many's
         self.loop = ServiceLoop(self.name)
         runner = _OffLoop(self.transport)
         self.watchdog = Watchdog(
@@ -158,12 +158,14 @@ class SyncExecutor(ExecutorBase):
         if kept is not None and kept[0] is calls:
             return await self._follow(calls, fan_out(kept[1], enough))
         routed = []
+        keep = isinstance(calls, tuple)  # a cluster's routes move: not kept
         for call in calls:
             ex = call.executor
             if not isinstance(ex, SyncExecutor):
                 raise TypeError("a fan-out mixes the sync and the asyncio face")
             transport = ex.transport
             if isinstance(transport, ClusterRouter):
+                keep = False
                 await transport.ready()
                 server = transport.route(call.call.keys)
             else:
@@ -180,9 +182,7 @@ class SyncExecutor(ExecutorBase):
                     call.skip_if_busy,
                 )
             )
-        if isinstance(calls, tuple) and not any(  # a cluster's routes move: not kept
-            isinstance(call.executor.transport, ClusterRouter) for call in calls
-        ):
+        if keep:
             if len(self._routed) >= _ROUTED_KEPT:
                 self._routed.clear()
             self._routed[id(calls)] = (calls, routed)

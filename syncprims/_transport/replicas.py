@@ -94,9 +94,11 @@ async def replica_count(server: _Server, now: float, *, recheck: bool = False) -
 
     A transport failure keeps the old count (the next look is :data:`RECHECK` later).
     """
+    if not recheck:
+        remembered = remembered_count(server, now)
+        if remembered is not None:
+            return remembered
     known = server.replicas
-    if not recheck and now - known.checked < RECHECK:
-        return known.count
     known.checked = now  # concurrent callers keep the old count meanwhile
     try:
         info = await server.command("INFO", "replication", context="counting the replicas")
