@@ -102,6 +102,20 @@ def lock_fields(servers: Sequence[RedisServer], name: str) -> list[int]:
     return out
 
 
+def lock_owners(servers: Sequence[RedisServer], name: str) -> list[set[str]]:
+    """The fields (``uuid:threadId`` owners) of the lock hash ``name`` on each server (an
+    empty set when free or dead): which owners hold where, not only how many."""
+    out: list[set[str]] = []
+    for server in servers:
+        try:
+            r = redis.Redis.from_url(server.url, socket_timeout=0.5, decode_responses=True)
+            out.append({str(field) for field in r.hkeys(name)})
+            r.close()
+        except redis.exceptions.RedisError:
+            out.append(set())
+    return out
+
+
 async def released_everywhere(
     servers: Sequence[RedisServer], name: str, seconds: float = 5.0
 ) -> list[int]:

@@ -19,7 +19,7 @@ from syncprims._core import grant as grant_module
 from syncprims._core import onewake as onewake_module
 from syncprims._embedded import RedisServer
 from syncprims._protocol import scripts
-from tests.harness import Face, lock_fields, released_everywhere, within
+from tests.harness import Face, lock_fields, lock_owners, released_everywhere, within
 
 pytestmark = pytest.mark.real
 
@@ -33,16 +33,19 @@ async def test_red_lock_on_five_masters(face: Face, five: list[RedisServer], nam
     red = masters.get_red_lock(name)
     a, b = face.actor(), face.actor()
     assert await a(red.try_lock, lease_time=10)
-    held = lock_fields(five, name)
+    held = lock_owners(five, name)
     # Every master, unless one answered after the fan-out's grace (a starved machine): that
-    # late grant is released, and the lock is held by the quorum that answered in time.
-    assert set(held) <= {0, 1} and sum(held) >= 3
+    # late grant is released in the background (it may still show here, or be gone by the
+    # next read), and the lock is held by the quorum that answered in time.
+    assert all(len(fields) <= 1 for fields in held) and sum(map(len, held)) >= 3, held
     assert await a(red.is_held_by_current_thread)
     validity = await a(red.validity_time)
     assert validity is not None and 9.5 < validity <= 10
     assert not await b(red.try_lock)
     assert not await b(red.try_lock, wait_time=0.3)
-    assert lock_fields(five, name) == held  # b's attempts left nothing behind
+    after = lock_owners(five, name)  # b's attempts left nothing behind; a still holds
+    assert all(now <= before for now, before in zip(after, held, strict=True)), (held, after)
+    assert sum(map(len, after)) >= 3, after
     await a(red.unlock)
     assert await released_everywhere(five, name) == [0, 0, 0, 0, 0]
     assert await b(red.try_lock, wait_time=1)
