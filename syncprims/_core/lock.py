@@ -79,12 +79,7 @@ from syncprims.errors import (
     TransportError,
 )
 
-__all__ = ["LOCK_RENEWAL", "REENTRY_ERR", "LockCore", "lock_policy"]
-
-
-REENTRY_ERR = "NON_REENTRANT_REACQUIRE"
-"""The error code of a non-reentrant lock's refused reentry (Redisson 4.4's
-``RedissonNonReentrantLock.REENTRY_ERR``; ``_core/nonreentrant.py``)."""
+__all__ = ["LOCK_RENEWAL", "LockCore", "lock_policy"]
 
 
 def lock_policy(waiters: Wakeable, message: bytes) -> None:
@@ -381,12 +376,7 @@ class LockCore(ExpirableCore):
         return int(reply)
 
     def acquired(
-        self,
-        field: str,
-        lease: int,
-        watchdog: bool,
-        reply: Any = None,
-        since: float | None = None,
+        self, field: str, lease: int, watchdog: bool, reply: Any = None, since: float | None = None
     ) -> None:
         """Book-keeping after a successful acquire: lease memory and watchdog registration
         (``syncprims._core.loss``).

@@ -38,13 +38,14 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from syncprims._core.lock import REENTRY_ERR, LockCore, lock_policy
+from syncprims._core.lock import LockCore, lock_policy
 from syncprims._core.release import AttemptUndo, release_on_exit
 from syncprims._core.retry import releasing
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.ids import new_request_id
 from syncprims._protocol.names import unlock_latch_key
 from syncprims._protocol.quorum import majority, released_enough, settled
+from syncprims._protocol.scripts import REENTRY_ERR
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import (

@@ -27,21 +27,21 @@ from __future__ import annotations
 from typing import Any
 
 from syncprims._core.fair import FairLockCore
-from syncprims._core.lock import REENTRY_ERR, LockCore
+from syncprims._core.lock import LockCore
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, ScriptCall
 from syncprims.errors import LockReentryError, ServerReplyError
 
-__all__ = ["REENTRY_ERR", "NonReentrantFairLockCore", "NonReentrantLockCore"]
+__all__ = ["NonReentrantFairLockCore", "NonReentrantLockCore"]
 
 
 def _refusing(call: ScriptCall) -> ScriptCall:
     """``call`` (an acquire script call of the RLock or FairLock) made to refuse a reentry."""
     if call.script is scripts.LOCK_ACQUIRE:  # Redisson's plain script: its non-reentrant twin
-        return ScriptCall(scripts.LOCK_ACQUIRE_NR, call.keys, [*call.args, REENTRY_ERR])
+        return ScriptCall(scripts.LOCK_ACQUIRE_NR, call.keys, [*call.args, scripts.REENTRY_ERR])
     args: list[Arg] = list(call.args)
     args += [""] * (9 - len(args))  # the optional arguments before ARGV[10] (fair: unused)
-    return ScriptCall(call.script, call.keys, [*args, REENTRY_ERR])
+    return ScriptCall(call.script, call.keys, [*args, scripts.REENTRY_ERR])
 
 
 class _NonReentrant(LockCore):
@@ -70,7 +70,7 @@ class _NonReentrant(LockCore):
         try:
             return await super().attempt(field, lease, watchdog, wait, grant)
         except ServerReplyError as error:
-            if error.code != REENTRY_ERR:
+            if error.code != scripts.REENTRY_ERR:
                 raise
             raise LockReentryError(
                 f"{self.kind} {self.name!r} is non-reentrant and is already held by owner {field}",

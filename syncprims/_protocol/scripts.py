@@ -55,6 +55,9 @@ def load(name: str) -> Script:
 
 LOCK_ACQUIRE = load("lock_acquire")
 LOCK_ACQUIRE_NR = load("lock_acquire_nr")
+REENTRY_ERR = "NON_REENTRANT_REACQUIRE"
+"""The error code ``LOCK_ACQUIRE_NR`` replies to a refused reentry (Redisson 4.4's
+``RedissonNonReentrantLock.REENTRY_ERR``; ``_core/nonreentrant.py``)."""
 LOCK_UNLOCK = load("lock_unlock")
 LOCK_FORCE_UNLOCK = load("lock_force_unlock")
 LOCK_RENEW = load("lock_renew")
