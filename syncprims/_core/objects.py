@@ -14,7 +14,7 @@ from typing import Any
 
 from syncprims._core.retry import with_retry
 from syncprims._protocol import scripts
-from syncprims._protocol.contracts import Executor, ObjectCallback, ScriptCall
+from syncprims._protocol.contracts import Executor, ObjectCallback, Orphan, ScriptCall
 from syncprims._protocol.keyspace import NEEDED_FLAGS, config_value, missing_flags
 from syncprims._protocol.names import check_cluster_name, check_name
 from syncprims._protocol.timing import lease_ms
@@ -80,6 +80,18 @@ class ObjectCore:
             self._ex,
             lambda: self._ex.eval(call, context=context),
             idempotent=True,
+        )
+
+    async def run_once(
+        self, call: ScriptCall, *, action: str, on_orphan: Orphan | None = None
+    ) -> Any:
+        """Run a script that is not idempotent (it adds or takes permits): retried only
+        while it cannot have run, never re-sent after a lost reply, or it would count twice
+        (issue 17). ``on_orphan``: what undoes a late reply whose caller went away."""
+        context = self.context(action)
+        ex = self._ex
+        return await with_retry(
+            ex, lambda: ex.eval(call, context=context, on_orphan=on_orphan), idempotent=False
         )
 
     async def is_exists(self) -> bool:

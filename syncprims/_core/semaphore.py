@@ -36,7 +36,7 @@ from typing import Any
 
 from syncprims._core.info import semaphore_info
 from syncprims._core.objects import ExpirableCore
-from syncprims._core.retry import releasing, with_retry
+from syncprims._core.retry import releasing
 from syncprims._core.waiting import acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
@@ -157,15 +157,10 @@ class SemaphoreCore(ExpirableCore):
         return 0 if value is None else int(value)
 
     async def _attempt(self, permits: int) -> int | None:
-        ex = self._ex
-        reply = await with_retry(
-            ex,
-            lambda: ex.eval(
-                ScriptCall(scripts.SEM_ACQUIRE, [self.name], [permits]),
-                context=self.context("acquiring"),
-                on_orphan=lambda late: self._give_back(permits, late),
-            ),
-            idempotent=False,
+        reply = await self.run_once(
+            ScriptCall(scripts.SEM_ACQUIRE, [self.name], [permits]),
+            action="acquiring",
+            on_orphan=lambda late: self._give_back(permits, late),
         )
         return None if reply == 1 else -1
 
@@ -205,20 +200,8 @@ class SemaphoreCore(ExpirableCore):
     async def _release(self, permits: int) -> None:
         # INCRBY is not idempotent: never re-send a release that may have run (its reply
         # lost), or the permits come back twice and N + 1 holders get in (issue 17).
-        ex = self._ex
-        await releasing(
-            ex,
-            with_retry(
-                ex,
-                lambda: ex.eval(
-                    ScriptCall(
-                        scripts.SEM_RELEASE, [self.name, self.channel], [permits, self.publish]
-                    ),
-                    context=self.context("releasing"),
-                ),
-                idempotent=False,
-            ),
-        )
+        call = ScriptCall(scripts.SEM_RELEASE, [self.name, self.channel], [permits, self.publish])
+        await releasing(self._ex, self.run_once(call, action="releasing"))
 
     async def release(self, permits: object) -> None:
         """Give ``permits`` back (to whoever waits); 0 does nothing."""
@@ -236,17 +219,12 @@ class SemaphoreCore(ExpirableCore):
         count = check_count(permits, "permits")
         if count == 0:
             return False
-        ex = self._ex
         # Not re-sent after a lost reply: INCRBY twice would give back twice (as _release).
-        reply = await with_retry(
-            ex,
-            lambda: ex.eval(
-                ScriptCall(
-                    scripts.SEM_RELEASE_IF_EXISTS, [self.name, self.channel], [count, self.publish]
-                ),
-                context=self.context("releasing"),
+        reply = await self.run_once(
+            ScriptCall(
+                scripts.SEM_RELEASE_IF_EXISTS, [self.name, self.channel], [count, self.publish]
             ),
-            idempotent=False,
+            action="releasing",
         )
         return bool(reply == 1)
 
@@ -315,18 +293,14 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         expiry = self._expiry(lease_time)
         now = ex.wall_ms()
         sent = ex.monotonic()
-        reply = await with_retry(
-            ex,
-            lambda: ex.eval(
-                ScriptCall(
-                    scripts.PES_ACQUIRE,
-                    [self.name, self.timeouts, self.channel],
-                    [permit, expiry, now, NEVER, self.publish],
-                ),
-                context=self.context("acquiring a permit of"),
-                on_orphan=lambda late: self._give_back(permit, late),
+        reply = await self.run_once(
+            ScriptCall(
+                scripts.PES_ACQUIRE,
+                [self.name, self.timeouts, self.channel],
+                [permit, expiry, now, NEVER, self.publish],
             ),
-            idempotent=False,
+            action="acquiring a permit of",
+            on_orphan=lambda late: self._give_back(permit, late),
         )
         if reply == 1:
             lease = None if lease_time is None else (expiry - now) / 1000
@@ -390,18 +364,14 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         expiry = self._expiry(lease_time)
         now = ex.wall_ms()
         sent = ex.monotonic()
-        reply = await with_retry(
-            ex,
-            lambda: ex.eval(
-                ScriptCall(
-                    scripts.PES_ACQUIRE_MANY,
-                    [self.name, self.timeouts, self.channel],
-                    [len(permits), expiry, now, NEVER, self.publish, *permits],
-                ),
-                context=self.context("acquiring permits of"),
-                on_orphan=lambda late: self._give_back_many(permits, late),
+        reply = await self.run_once(
+            ScriptCall(
+                scripts.PES_ACQUIRE_MANY,
+                [self.name, self.timeouts, self.channel],
+                [len(permits), expiry, now, NEVER, self.publish, *permits],
             ),
-            idempotent=False,
+            action="acquiring permits of",
+            on_orphan=lambda late: self._give_back_many(permits, late),
         )
         if reply == 1:
             lease = None if lease_time is None else (expiry - now) / 1000
@@ -546,17 +516,10 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             TypeError, ValueError: a bad count (nothing is sent).
         """
         count = check_count(permits, "permits", minimum=-MAX_COUNT)
-        ex = self._ex
         # Not re-sent after a lost reply (it adds; Redisson's is): see _release of Semaphore.
-        reply = await with_retry(
-            ex,
-            lambda: ex.eval(
-                ScriptCall(
-                    scripts.PES_ADD_PERMITS, [self.name, self.channel], [count, self.publish]
-                ),
-                context=self.context("adding permits to"),
-            ),
-            idempotent=False,
+        reply = await self.run_once(
+            ScriptCall(scripts.PES_ADD_PERMITS, [self.name, self.channel], [count, self.publish]),
+            action="adding permits to",
         )
         return int(reply)
 

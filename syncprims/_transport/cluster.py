@@ -80,13 +80,11 @@ class NodeServer(Protocol):
 S = TypeVar("S", bound=NodeServer)
 
 
-class SyncTopology:
-    """A blocking ``redis.RedisCluster``'s slot map and node pools (a node pool with a
-    client-side cache is replaced by a cache-free twin: :mod:`syncprims._transport.caching`)."""
+class _Nodes:
+    """What both faces' topologies read alike from a redis-py (or valkey-py) cluster."""
 
     def __init__(self, cluster: Any) -> None:
         self._cluster = cluster
-        self._twins: list[Any] = []
 
     def node_of_slot(self, slot: int) -> Address:
         node = self._cluster.nodes_manager.get_node_from_slot(slot)
@@ -96,12 +94,24 @@ class SyncTopology:
         node = self._cluster.get_default_node() or self._cluster.get_nodes()[0]
         return (node.host, int(node.port))
 
-    def pool_of(self, address: Address) -> Any:
+    def _node(self, address: Address, **kwargs: Any) -> Any:
+        """The cluster's node at ``address``; one made with ``kwargs`` when redis-py has not
+        seen it yet (an ASK target)."""
         cluster = self._cluster
         node = cluster.get_node(host=address[0], port=address[1])
-        if node is None:  # a node redis-py has not seen yet (an ASK target)
-            node = _node_class(cluster)(address[0], address[1])
-        pool, made = cache_free_pool(node_pool(cluster, node))
+        return _node_class(cluster)(address[0], address[1], **kwargs) if node is None else node
+
+
+class SyncTopology(_Nodes):
+    """A blocking ``redis.RedisCluster``'s slot map and node pools (a node pool with a
+    client-side cache is replaced by a cache-free twin: :mod:`syncprims._transport.caching`)."""
+
+    def __init__(self, cluster: Any) -> None:
+        super().__init__(cluster)
+        self._twins: list[Any] = []
+
+    def pool_of(self, address: Address) -> Any:
+        pool, made = cache_free_pool(node_pool(self._cluster, self._node(address)))
         if made:
             self._twins.append(pool)
         return pool
@@ -118,26 +128,11 @@ class SyncTopology:
         self._cluster.nodes_manager.initialize()
 
 
-class AsyncTopology:
+class AsyncTopology(_Nodes):
     """A ``redis.asyncio.RedisCluster``'s slot map and node connections."""
 
-    def __init__(self, cluster: Any) -> None:
-        self._cluster = cluster
-
-    def node_of_slot(self, slot: int) -> Address:
-        node = self._cluster.nodes_manager.get_node_from_slot(slot)
-        return (node.host, int(node.port))
-
-    def any_node(self) -> Address:
-        node = self._cluster.get_default_node() or self._cluster.get_nodes()[0]
-        return (node.host, int(node.port))
-
     def pool_of(self, address: Address) -> Any:
-        cluster = self._cluster
-        node = cluster.get_node(host=address[0], port=address[1])
-        if node is None:  # a node redis-py has not seen yet (an ASK target)
-            node = _node_class(cluster)(address[0], address[1], **cluster.get_connection_kwargs())
-        return NodePool(node)
+        return NodePool(self._node(address, **self._cluster.get_connection_kwargs()))
 
     async def moved(self, error: ClusterRedirectError) -> None:
         await amove_slot(self._cluster.nodes_manager, error.cause)
