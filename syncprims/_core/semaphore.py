@@ -288,45 +288,56 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             return NEVER
         return self._ex.wall_ms() + lease_ms(lease_time)
 
-    async def _attempt(self, permit: bytes, lease_time: object) -> int | None:
+    async def _attempt(self, permits: list[bytes], lease_time: object, *, many: bool) -> int | None:
+        """One attempt to lease ``permits`` (all or none): Redisson's single-permit script, or
+        with ``many`` its multi-permit one. ``None`` when leased, else how long to wait."""
         ex = self._ex
         expiry = self._expiry(lease_time)
         now = ex.wall_ms()
         sent = ex.monotonic()
+        keys = [self.name, self.timeouts, self.channel]
+        if many:
+            call = ScriptCall(
+                scripts.PES_ACQUIRE_MANY,
+                keys,
+                [len(permits), expiry, now, NEVER, self.publish, *permits],
+            )
+        else:
+            call = ScriptCall(
+                scripts.PES_ACQUIRE, keys, [permits[0], expiry, now, NEVER, self.publish]
+            )
+        action = "acquiring permits of" if many else "acquiring a permit of"
         reply = await self.run_once(
-            ScriptCall(
-                scripts.PES_ACQUIRE,
-                [self.name, self.timeouts, self.channel],
-                [permit, expiry, now, NEVER, self.publish],
-            ),
-            action="acquiring a permit of",
-            on_orphan=lambda late: self._give_back(permit, late),
+            call, action=action, on_orphan=lambda late: self._give_back(permits, late, many=many)
         )
         if reply == 1:
             lease = None if lease_time is None else (expiry - now) / 1000
             took = ex.monotonic() - sent
             if lease is None or took < lease:  # as the RLock's grant (LockCore._attempt)
                 return None
-            # The grant's reply came after the permit's lease (the process was paused, or
-            # the network held the reply; found by the chaos campaign): other callers may
-            # have reclaimed it. Give it back (a no-op if reclaimed) and try again.
+            # The grant's reply came after the lease (the process was paused, or the network
+            # held the reply; found by the chaos campaign): other callers may have reclaimed
+            # the permits. Give them back (if another caller reclaimed one, the all-or-nothing
+            # release does nothing, and the rest are reclaimed by the next script: their lease
+            # is over) and try again.
             log.warning(
-                "%s: the permit came %.3f s after it was asked for, past its %.3f s lease: "
-                "not taken",
-                self.context("acquiring a permit of"),
+                "%s: the permit(s) came %.3f s after they were asked for, past their %.3f s "
+                "lease: not taken",
+                self.context(action),
                 took,
                 lease,
             )
             try:
-                await self._release(permit)
-            except SyncPrimsError as error:  # its lease bounds it
-                log.debug("%s: giving back a late permit failed: %r", self.name, error)
+                await self._give_back(permits, 1, many=many)
+            except SyncPrimsError as error:  # their lease bounds them
+                log.debug("%s: giving back late permits failed: %r", self.name, error)
             return 0
         return max(1, int(reply) - now) if reply else -1
 
-    async def _give_back(self, permit: bytes, late_reply: Any) -> None:
-        if late_reply == 1:
-            await self._release(permit)
+    async def _give_back(self, permits: list[bytes], reply: Any, *, many: bool) -> None:
+        """Release what an attempt whose ``reply`` was 1 leased (a late or abandoned one)."""
+        if reply == 1:
+            await (self._release_many(permits) if many else self._release(permits[0]))
 
     async def try_acquire(self, wait_time: object, lease_time: object) -> str | None:
         """Lease one permit within ``wait_time`` seconds; its id, or ``None``.
@@ -345,7 +356,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         self._ex.refuse_if_closing(self.context("acquiring a permit of"))
         acquired = await acquire_loop(
             self._ex,
-            lambda: self._attempt(permit, lease_time),
+            lambda: self._attempt([permit], lease_time, many=False),
             channel=self.channel,
             policy=semaphore_policy,
             wait=wait,
@@ -357,47 +368,6 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         """Lease one permit with the ``threading.Semaphore.acquire(blocking, timeout)``
         protocol; its id, or ``None``."""
         return await self.try_acquire(threading_wait(blocking, timeout), lease_time)
-
-    async def _attempt_many(self, permits: list[bytes], lease_time: object) -> int | None:
-        # As _attempt, for several ids in one script (Redisson's multi-permit acquire).
-        ex = self._ex
-        expiry = self._expiry(lease_time)
-        now = ex.wall_ms()
-        sent = ex.monotonic()
-        reply = await self.run_once(
-            ScriptCall(
-                scripts.PES_ACQUIRE_MANY,
-                [self.name, self.timeouts, self.channel],
-                [len(permits), expiry, now, NEVER, self.publish, *permits],
-            ),
-            action="acquiring permits of",
-            on_orphan=lambda late: self._give_back_many(permits, late),
-        )
-        if reply == 1:
-            lease = None if lease_time is None else (expiry - now) / 1000
-            took = ex.monotonic() - sent
-            if lease is None or took < lease:
-                return None
-            # Granted after their lease ran out (see _attempt): give them back (if another
-            # caller reclaimed one, the all-or-nothing release does nothing, and the rest are
-            # reclaimed by the next script: their lease is over) and try again.
-            log.warning(
-                "%s: the permits came %.3f s after they were asked for, past their %.3f s "
-                "lease: not taken",
-                self.context("acquiring permits of"),
-                took,
-                lease,
-            )
-            try:
-                await self._release_many(permits)
-            except SyncPrimsError as error:  # their lease bounds them
-                log.debug("%s: giving back late permits failed: %r", self.name, error)
-            return 0
-        return max(1, int(reply) - now) if reply else -1
-
-    async def _give_back_many(self, permits: list[bytes], late_reply: Any) -> None:
-        if late_reply == 1:
-            await self._release_many(permits)
 
     async def try_acquire_many(
         self, permits: object, wait_time: object, lease_time: object
@@ -418,7 +388,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         ids = [secrets.token_bytes(16) for _ in range(count)]
         acquired = await acquire_loop(
             self._ex,
-            lambda: self._attempt_many(ids, lease_time),
+            lambda: self._attempt(ids, lease_time, many=True),
             channel=self.channel,
             policy=semaphore_policy,
             wait=wait,
