@@ -178,5 +178,11 @@ def client(face: Face, url: str) -> PendingClient:
 
 
 @pytest.fixture
+def real_client(face: Face, real_url: str) -> PendingClient:
+    """As :func:`client`, of the session's real redis-server (a test that needs one)."""
+    return PendingClient(face, real_url)
+
+
+@pytest.fixture
 def name() -> str:
     return f"test:{uuid.uuid4().hex[:12]}"

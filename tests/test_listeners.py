@@ -74,10 +74,11 @@ async def test_a_deleted_lock_fires_on_deleted(face: Face, real_url: str, name: 
     assert lock.remove_listener(listener)
 
 
-async def test_an_expired_key_fires_on_expired(face: Face, real_url: str, name: str) -> None:
-    client = await face.connect(real_url)
+async def test_an_expired_key_fires_on_expired(
+    face: Face, real_url: str, real_client: Any, name: str
+) -> None:
     events = Events()
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     await face.call(lock.add_listener, on_expired=events.on("expired"))
     raw = raw_redis(real_url)
     try:
@@ -93,14 +94,13 @@ async def test_an_expired_key_fires_on_expired(face: Face, real_url: str, name: 
         raw.close()
 
 
-async def test_remove_listener_stops_delivery(face: Face, real_url: str, name: str) -> None:
-    client = await face.connect(real_url)
+async def test_remove_listener_stops_delivery(face: Face, real_client: Any, name: str) -> None:
     kept, removed = Events(), Events()
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     kept_id = await face.call(lock.add_listener, on_deleted=kept.on("deleted"))
     removed_id = await face.call(lock.add_listener, on_deleted=removed.on("deleted"))
     assert kept_id != removed_id
-    assert not client.get_lock(name + ":other").remove_listener(removed_id)  # not its object
+    assert not real_client.get_lock(name + ":other").remove_listener(removed_id)  # not its object
     assert lock.remove_listener(removed_id)
     assert not lock.remove_listener(removed_id)  # already removed
     with pytest.raises(TypeError):
@@ -119,9 +119,8 @@ async def test_remove_listener_stops_delivery(face: Face, real_url: str, name: s
 
 
 async def test_a_callback_that_raises_does_not_stop_later_deliveries(
-    face: Face, real_url: str, name: str, caplog: pytest.LogCaptureFixture
+    face: Face, real_client: Any, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = await face.connect(real_url)
     events = Events()
     calls = 0
 
@@ -132,10 +131,10 @@ async def test_a_callback_that_raises_does_not_stop_later_deliveries(
             raise RuntimeError("the application's callback failed")
         events.on("deleted")(deleted)
 
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     with caplog.at_level(logging.ERROR, logger="syncprims.listeners"):
         await face.call(lock.add_listener, on_deleted=failing)
-        other = client.get_semaphore(name + ":s")  # another object's listener is unharmed
+        other = real_client.get_semaphore(name + ":s")  # another object's listener is unharmed
         await face.call(other.try_set_permits, 1)
         await face.call(other.add_listener, on_deleted=events.on("semaphore deleted"))
         a = face.actor()
@@ -151,9 +150,8 @@ async def test_a_callback_that_raises_does_not_stop_later_deliveries(
     assert f"on_deleted listener 1 of {name!r} raised" in caplog.text
 
 
-async def test_arguments_are_checked(face: Face, real_url: str, name: str) -> None:
-    client = await face.connect(real_url)
-    lock = client.get_lock(name)
+async def test_arguments_are_checked(face: Face, real_client: Any, name: str) -> None:
+    lock = real_client.get_lock(name)
     with pytest.raises(TypeError, match="needs on_expired or on_deleted"):
         await face.call(lock.add_listener)
     with pytest.raises(TypeError, match="on_deleted must be callable"):

@@ -446,10 +446,11 @@ async def test_expirable_operations_on_a_lock(
     assert not await a(lock.is_exists)  # (a fenced lock's token outlives it, on purpose)
 
 
-async def test_touch_and_unlink(make_lock: MakeLock, face: Face, real_url: str, name: str) -> None:
+async def test_touch_and_unlink(
+    make_lock: MakeLock, face: Face, real_client: Any, name: str
+) -> None:
     # real server only: fakeredis has no TOUCH
-    client = await face.connect(real_url)
-    lock = make_lock(client, name)
+    lock = make_lock(real_client, name)
     a = face.actor()
     assert not await a(lock.touch)
     await a(lock.lock)

@@ -45,10 +45,9 @@ def has_process(info: LockInfo) -> bool:
 
 
 async def test_a_held_lock_shows_its_holder_hold_count_ttl_and_process(
-    face: Face, real_url: str, name: str
+    face: Face, real_client: Any, name: str
 ) -> None:
-    client = await face.connect(real_url)
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     a = face.actor()
     await a(lock.lock, 20)
     await a(lock.lock, 20)
@@ -56,8 +55,8 @@ async def test_a_held_lock_shows_its_holder_hold_count_ttl_and_process(
     assert (info.name, info.kind, info.held) == (name, "lock", True)
     assert info.ttl is not None and 15 < info.ttl <= 20
     [holder] = info.holders
-    assert holder.client_id == client.id
-    assert holder.field == f"{client.id}:{holder.owner}"
+    assert holder.client_id == real_client.id
+    assert holder.field == f"{real_client.id}:{holder.owner}"
     assert (holder.hold_count, holder.incarnation, holder.side) == (2, 0, "")
     assert holder.syncprims_client is True
     assert holder.process is not None
@@ -70,13 +69,12 @@ async def test_a_held_lock_shows_its_holder_hold_count_ttl_and_process(
     await a(lock.unlock)
 
 
-async def test_a_free_lock_says_so(face: Face, real_url: str, name: str) -> None:
-    client = await face.connect(real_url)
+async def test_a_free_lock_says_so(face: Face, real_client: Any, name: str) -> None:
     for lock in (
-        client.get_lock(name),
-        client.get_fair_lock(name),
-        client.get_spin_lock(name),
-        client.get_read_write_lock(name).read_lock(),
+        real_client.get_lock(name),
+        real_client.get_fair_lock(name),
+        real_client.get_spin_lock(name),
+        real_client.get_read_write_lock(name).read_lock(),
     ):
         info = await face.call(lock.info)
         assert (info.held, info.holders, info.ttl, info.waiters) == (False, (), None, ())
@@ -142,11 +140,10 @@ async def test_a_fair_lock_shows_its_queue_with_deadlines(
 
 
 async def test_an_rlock_shows_the_registered_waiting_clients(
-    face: Face, real_url: str, name: str
+    face: Face, real_url: str, real_client: Any, name: str
 ) -> None:
-    client = await face.connect(real_url)
     other = await face.connect(real_url)
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     a = face.actor()
     await a(lock.lock)
     wait = asyncio.ensure_future(face.actor()(other.get_lock(name).try_lock, 5))
@@ -190,16 +187,17 @@ async def test_a_field_of_another_client_is_not_a_syncprims_client(
         r.close()
 
 
-async def test_read_write_fenced_and_counting_kinds(face: Face, real_url: str, name: str) -> None:
-    client = await face.connect(real_url)
-    rw = client.get_read_write_lock(f"{name}:rw")
+async def test_read_write_fenced_and_counting_kinds(
+    face: Face, real_client: Any, name: str
+) -> None:
+    rw = real_client.get_read_write_lock(f"{name}:rw")
     a = face.actor()
     await a(rw.read_lock().lock, 10)
     await a(rw.read_lock().lock, 10)
     info = await face.call(rw.write_lock().info)  # either side shows the whole lock
     assert (info.kind, info.mode) == ("read-write lock", "read")
     [reader] = info.holders
-    assert (reader.side, reader.hold_count, reader.client_id) == ("read", 2, client.id)
+    assert (reader.side, reader.hold_count, reader.client_id) == ("read", 2, real_client.id)
     assert reader.lease is not None and 5 < reader.lease <= 10
     whole = await face.call(rw.info)
     assert (whole.kind, whole.mode) == (info.kind, info.mode)
@@ -207,7 +205,7 @@ async def test_read_write_fenced_and_counting_kinds(face: Face, real_url: str, n
     await a(rw.read_lock().unlock)
     await a(rw.read_lock().unlock)
 
-    fenced = client.get_fenced_lock(f"{name}:fenced")
+    fenced = real_client.get_fenced_lock(f"{name}:fenced")
     token = await a(fenced.lock_and_get_token)
     info = await face.call(fenced.info)
     assert (info.kind, info.held, info.token) == ("fenced lock", True, token)
@@ -215,13 +213,13 @@ async def test_read_write_fenced_and_counting_kinds(face: Face, real_url: str, n
     info = await face.call(fenced.info)
     assert (info.held, info.token) == (False, token)  # the counter outlives the hold
 
-    spin = client.get_spin_lock(f"{name}:spin")
+    spin = real_client.get_spin_lock(f"{name}:spin")
     await a(spin.lock)
     info = await face.call(spin.info)
     assert (info.kind, len(info.holders), info.subscribers) == ("spin lock", 1, 0)
     await a(spin.unlock)
 
-    semaphore = client.get_permit_expirable_semaphore(f"{name}:pes")
+    semaphore = real_client.get_permit_expirable_semaphore(f"{name}:pes")
     assert await face.call(semaphore.try_set_permits, 3)
     permit = await a(semaphore.acquire, lease_time=10)
     sem_info = await face.call(semaphore.info)
@@ -229,11 +227,11 @@ async def test_read_write_fenced_and_counting_kinds(face: Face, real_url: str, n
     [lease] = sem_info.leases
     assert lease.permit_id == permit
     assert lease.expires_in is not None and 5 < lease.expires_in <= 10
-    plain = client.get_semaphore(f"{name}:sem")
+    plain = real_client.get_semaphore(f"{name}:sem")
     assert await face.call(plain.try_set_permits, 2)
     assert (await face.call(plain.info)).permits == 2
 
-    latch = client.get_count_down_latch(f"{name}:latch")
+    latch = real_client.get_count_down_latch(f"{name}:latch")
     assert (await face.call(latch.info)).count == 0
     assert await face.call(latch.try_set_count, 2)
     latch_info = await face.call(latch.info)

@@ -97,9 +97,8 @@ def raw_publish(raw: Any) -> str:
 
 
 async def test_a_reservation_for_a_client_that_is_gone_runs_out(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, client: Any, name: str, raw: Any
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_lock(name)
     actor = face.actor()
     # Ten times the reservation a release makes (ONE_WAKE_RESERVATION_MS): a loaded CI
@@ -113,9 +112,8 @@ async def test_a_reservation_for_a_client_that_is_gone_runs_out(
 
 
 async def test_a_named_client_takes_its_reservation(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, client: Any, name: str, raw: Any
 ) -> None:
-    client = await face.connect(url)
     lock = client.get_lock(name)
     actor = face.actor()
     raw.set(lock_reservation_name(name), client.id, px=5_000)

@@ -96,11 +96,10 @@ async def test_an_explicit_owner_is_refused_too(face: Face, client: Any, name: s
 
 
 async def test_redissons_script_and_ours_exclude_each_other(
-    face: Face, url: str, name: str, raw: Any
+    face: Face, url: str, client: Any, name: str, raw: Any
 ) -> None:
     if "cluster" in url or "fake" in url:
         pytest.skip("the raw EVAL runs on one real server")
-    client = await face.connect(url)
     lock = client.get_non_reentrant_lock(name)
     java = f"{uuid.uuid4()}:1"
     a = face.actor()

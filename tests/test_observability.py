@@ -8,6 +8,7 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -50,11 +51,10 @@ def test_loss_reasons_are_strings() -> None:
 
 
 async def test_acquire_wait_and_release_are_logged_at_debug(
-    face: Face, real_url: str, name: str, caplog: pytest.LogCaptureFixture
+    face: Face, real_client: Any, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="syncprims")
-    client = await face.connect(real_url)
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     a, b = face.actor(), face.actor()
     await a(lock.lock)
     assert not await b(lock.try_lock, 0.2)  # waits, then times out
@@ -199,14 +199,13 @@ async def test_opentelemetry_metrics(
     assert _total(losses, **{kind: "lock", "syncprims.lock.loss.reason": "not_held"}) == 1
 
 
-async def test_metrics_off_records_nothing(face: Face, real_url: str, name: str) -> None:
+async def test_metrics_off_records_nothing(face: Face, real_client: Any, name: str) -> None:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     syncprims.metrics.enable_opentelemetry(provider)
     syncprims.metrics.disable()
     assert not syncprims.metrics.is_enabled()
-    client = await face.connect(real_url)
-    lock = client.get_lock(name)
+    lock = real_client.get_lock(name)
     a = face.actor()
     await a(lock.lock)
     await a(lock.unlock)

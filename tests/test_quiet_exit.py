@@ -62,9 +62,10 @@ def run_with(face: Face, lock: Any, url: str, name: str, error: BaseException | 
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-async def test_by_default_the_exit_raises(face: Face, real_url: str, name: str, kind: str) -> None:
-    client = await face.connect(real_url)
-    lock = KINDS[kind](client, name)
+async def test_by_default_the_exit_raises(
+    face: Face, real_url: str, real_client: Any, name: str, kind: str
+) -> None:
+    lock = KINDS[kind](real_client, name)
     with pytest.raises(LockNotHeldError) as info:
         await face.actor()(run_with(face, lock, real_url, name))
     assert info.value.name == name
@@ -107,14 +108,13 @@ async def test_a_lock_overrides_the_client(
 
 
 async def test_a_quiet_exit_lets_the_blocks_error_through(
-    face: Face, real_url: str, name: str
+    face: Face, real_url: str, real_client: Any, name: str
 ) -> None:
-    client = await face.connect(real_url)
     a = face.actor()
-    lock = client.get_lock(name, raise_on_release_error=False)
+    lock = real_client.get_lock(name, raise_on_release_error=False)
     with pytest.raises(KeyError):
         await a(run_with(face, lock, real_url, name, KeyError("boom")))
-    loud = client.get_lock(name)
+    loud = real_client.get_lock(name)
     with pytest.raises(LockNotHeldError) as info:
         await a(run_with(face, loud, real_url, name, KeyError("boom")))
     assert isinstance(info.value.__context__, KeyError)
@@ -138,16 +138,15 @@ async def test_a_normal_exit_is_unchanged(face: Face, real_url: str, name: str) 
 
 
 async def test_a_multi_lock_is_quiet_when_all_its_locks_are(
-    face: Face, real_url: str, name: str, caplog: pytest.LogCaptureFixture
+    face: Face, real_url: str, real_client: Any, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = await face.connect(real_url)
     a = face.actor()
-    quiet = [client.get_lock(f"{name}:{i}", raise_on_release_error=False) for i in range(2)]
+    quiet = [real_client.get_lock(f"{name}:{i}", raise_on_release_error=False) for i in range(2)]
     multi = face.module.MultiLock(*quiet)
     with caplog.at_level("WARNING", logger="syncprims.lock"):
         await a(run_with(face, multi, real_url, f"{name}:0"))
     assert any("raise_on_release_error" in r.getMessage() for r in caplog.records)
-    mixed = face.module.MultiLock(quiet[0], client.get_lock(f"{name}:1"))
+    mixed = face.module.MultiLock(quiet[0], real_client.get_lock(f"{name}:1"))
     with pytest.raises(LockNotHeldError):
         await a(run_with(face, mixed, real_url, f"{name}:0"))
 
