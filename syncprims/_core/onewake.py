@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from syncprims._protocol import scripts
-from syncprims._protocol.contracts import ScriptCall, Wakeable, WakePolicy
+from syncprims._protocol.contracts import Arg, ScriptCall, Wakeable, WakePolicy
 from syncprims.errors import ServerReplyError
 
 if TYPE_CHECKING:
@@ -94,8 +94,30 @@ class OneWake:
         lock = self._lock
         waiting = len(lock._client.local_waiters.get(lock.name, ()))
         others = waiting - 1 if wait > 0 else waiting  # a waiting caller counts itself
-        return self.acquire_command(
-            field, lease, "1" if wait > 0 else "0", "1" if others > 0 else "0", member="", fresh=""
+        kept = lock.kept  # encoded once (syncprims._core.kept)
+        # with the scripts' constants, which a test may change
+        key = (
+            "acquire_one",  # a str: its hash is kept (a Script's is computed each time)
+            field,
+            lease,
+            wait > 0,
+            others > 0,
+            ONE_WAKE_ENTRY_MS,
+            ONE_WAKE_SLICE_MS,
+        )
+        call = kept.get(key)
+        if call is not None:
+            return call
+        return kept.keep(
+            key,
+            self.acquire_command(
+                field,
+                lease,
+                "1" if wait > 0 else "0",
+                "1" if others > 0 else "0",
+                member="",
+                fresh="",
+            ),
         )
 
     def acquire_command(
@@ -122,29 +144,38 @@ class OneWake:
     def unlock_command(self, field: str, lease: int, latch: str, give_back: str) -> ScriptCall:
         """``lock_unlock_one.lua``; ``give_back``: the member of a grant to give back."""
         lock = self._lock
-        return ScriptCall(
-            scripts.LOCK_UNLOCK_ONE,
-            [
-                lock.name,
-                lock.channel,
-                latch,
-                lock.waiters,
-                lock.herald,
-                lock.reservation,
-                lock.grant_marker,
-                lock.handoff_prefix,
-            ],
-            [
-                UNLOCK_MESSAGE,
-                lease,
-                field,
-                lock.publish,
-                lock._ex.bounds.unlock_latch_ttl_ms,
-                ONE_WAKE_RESERVATION_MS,
-                lock.grant_prefix,
-                give_back,
-            ],
+        keys = [
+            lock.name,
+            lock.channel,
+            latch,
+            lock.waiters,
+            lock.herald,
+            lock.reservation,
+            lock.grant_marker,
+            lock.handoff_prefix,
+        ]
+        publish = lock.publish
+        latch_ttl = lock._ex.bounds.unlock_latch_ttl_ms
+        args: list[Arg] = [
+            UNLOCK_MESSAGE,
+            lease,
+            field,
+            publish,
+            latch_ttl,
+            ONE_WAKE_RESERVATION_MS,
+            lock.grant_prefix,
+            give_back,
+        ]
+        key = (
+            "unlock_one",
+            field,
+            lease,
+            give_back,
+            publish,
+            latch_ttl,
+            ONE_WAKE_RESERVATION_MS,
         )
+        return lock.kept.spliced(key, scripts.LOCK_UNLOCK_ONE, keys, args, 2)  # the latch
 
     def enter(self) -> object:
         """A caller of this process starts waiting for the lock: its token."""

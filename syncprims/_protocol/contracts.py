@@ -21,6 +21,7 @@ import attrs
 
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.scripts import Script
+from syncprims._protocol.wire import Wired, wired
 
 if TYPE_CHECKING:
     from syncprims._protocol.timing import Bounds
@@ -46,6 +47,7 @@ __all__ = [
     "Then",
     "Wakeable",
     "WakePolicy",
+    "WiredCall",
 ]
 
 Arg = str | int | bytes
@@ -85,6 +87,28 @@ class ScriptCall:
         """The ``EVALSHA`` command that runs it."""
         keys = self.keys
         return ("EVALSHA", self.script.sha, len(keys), *keys, *self.args)
+
+
+@attrs.frozen
+class WiredCall(ScriptCall):
+    """A :class:`ScriptCall` whose ``EVALSHA`` command is encoded already
+    (:mod:`syncprims._protocol.wire`): kept and sent again (an owner's acquire), or spliced
+    per call (an unlock's latch key). The transports send :attr:`wired`'s bytes as they are.
+
+    Attributes:
+        wired: the command, with its encoding.
+    """
+
+    wired: Wired = attrs.field(eq=False, repr=False)
+
+    def command(self) -> tuple[Any, ...]:
+        """The ``EVALSHA`` command that runs it, encoded already."""
+        return self.wired
+
+    @classmethod
+    def of(cls, call: ScriptCall) -> WiredCall:
+        """``call`` with its command encoded now."""
+        return cls(call.script, call.keys, call.args, wired(call.command()))
 
 
 @attrs.frozen

@@ -27,8 +27,10 @@ from syncprims._protocol.contracts import (
     Orphan,
     ScriptCall,
     WakePolicy,
+    WiredCall,
 )
 from syncprims._protocol.stepping import run
+from syncprims._protocol.wire import wired
 from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
 from syncprims._services.listeners import ObjectListeners
@@ -170,16 +172,23 @@ class SyncExecutor(ExecutorBase):
                 server = transport.route(call.call.keys)
             else:
                 server = transport
-            on_orphan = call.on_orphan
+            script_call = call.call
+            if type(script_call) is WiredCall:
+                command: tuple[Any, ...] | None = script_call.wired
+            elif keep:  # kept and sent again: encoded once (syncprims._protocol.wire)
+                command = wired(script_call.command())
+            else:
+                command = None
             routed.append(
                 Routed(
                     server,
-                    call.call.script,
-                    call.call.keys,
-                    call.call.args,
+                    script_call.script,
+                    script_call.keys,
+                    script_call.args,
                     call.context,
-                    on_orphan,
+                    call.on_orphan,
                     call.skip_if_busy,
+                    command,
                 )
             )
         if keep:

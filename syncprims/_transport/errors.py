@@ -12,6 +12,7 @@ from typing import Any
 
 import redis.crc
 
+from syncprims._protocol.wire import Wired
 from syncprims._transport.connections import ERRORS
 from syncprims.errors import (
     AuthenticationError,
@@ -39,8 +40,10 @@ def pack(conn: Any, command: tuple[Any, ...]) -> Any:
     in the asyncio face, measured here), and the blocking connections wrap the same encoder
     in a per-argument Python check. Text is encoded as UTF-8 whatever the client's
     ``encoding`` (Redisson's ``StringCodec``), so names and owner fields are the same bytes
-    for every client.
+    for every client. A command encoded already (``_protocol.wire``) is sent as it is.
     """
+    if type(command) is Wired:
+        return command.wire
     if _hiredis_pack is not None:
         return [_hiredis_pack(command)]  # a list: both faces' send_packed_command iterate it
     return conn.pack_command(*command)

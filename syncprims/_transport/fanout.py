@@ -77,8 +77,12 @@ class Routed(NamedTuple):
     context: str
     on_late: Orphan | None = None  # run to completion on the lane's thread
     skip_if_busy: bool = False
+    wired: tuple[Any, ...] | None = None  # the command encoded already (_protocol.wire)
 
     def command(self) -> tuple[Any, ...]:
+        wired = self.wired
+        if wired is not None:
+            return wired
         return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
 
 

@@ -1,0 +1,82 @@
+"""Commands encoded once: the RESP bytes of a lock's hot calls, kept and reused.
+
+An uncontended RLock pair sends two ``EVALSHA`` calls of 12 and 17 arguments (the one
+wake-up per release's scripts). Encoding them afresh each time (a tuple of the command, then
+hiredis' ``pack_command``, about 1 us per call) was 9 % of the pair's instructions
+(docs/design.md, "Instructions per pair"). The acquire of one owner with one lease is the
+same command every time: it is encoded once (:func:`wired`). The unlock differs only in its
+latch key, unique per call: the bytes before and after it are encoded once, and the key is
+put between them (:class:`Splice`).
+
+The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as
+UTF-8 (as ``_transport.errors.pack``: Redisson's ``StringCodec``, whatever the client's
+``encoding``), integers in decimal, bytes as they are. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["Splice", "Wired", "encode", "wired"]
+
+
+class Wired(tuple[Any, ...]):
+    """A command (the tuple ``ScriptCall.command`` makes) with its encoding made already:
+    ``_transport.errors.pack`` sends :attr:`wire` as it is."""
+
+    wire: list[bytes]
+    """The RESP bytes, as ``pack`` returns them (a list of one ``bytes``; never mutated)."""
+
+
+def _bulk(arg: Any) -> bytes:
+    if type(arg) is str:
+        data = arg.encode("utf-8")
+    elif type(arg) is int:
+        data = b"%d" % arg
+    elif type(arg) is bytes:
+        data = arg
+    else:
+        raise TypeError(f"a command argument must be str, int or bytes, not {type(arg).__name__}")
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+def encode(command: Sequence[Any]) -> bytes:
+    """The RESP encoding of ``command`` (str, int or bytes arguments).
+
+    Raises:
+        TypeError: another type of argument (a bool, a float, ...).
+    """
+    return b"*%d\r\n" % len(command) + b"".join([_bulk(arg) for arg in command])
+
+
+def wired(command: tuple[Any, ...]) -> Wired:
+    """``command`` with its encoding made now (:class:`Wired`)."""
+    out = Wired(command)
+    out.wire = [encode(command)]
+    return out
+
+
+class Splice:
+    """A command of which one argument, at ``at``, differs per call: :meth:`__call__` puts
+    each call's value between the bytes before and after it, encoded once.
+
+    Raises:
+        TypeError: an argument of ``command`` that :func:`encode` refuses.
+    """
+
+    __slots__ = ("_after", "_after_bytes", "_at", "_before", "_head")
+
+    def __init__(self, command: tuple[Any, ...], at: int) -> None:
+        self._at = at
+        self._before = command[:at]
+        self._after = command[at + 1 :]
+        self._head = b"*%d\r\n" % len(command) + b"".join([_bulk(a) for a in self._before])
+        self._after_bytes = b"".join([_bulk(a) for a in self._after])
+
+    def __call__(self, value: str) -> Wired:
+        """The command with ``value`` at ``at``, encoded."""
+        out = Wired((*self._before, value, *self._after))
+        data = value.encode("utf-8")
+        out.wire = [b"%b$%d\r\n%b\r\n%b" % (self._head, len(data), data, self._after_bytes)]
+        return out
