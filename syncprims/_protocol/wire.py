@@ -10,7 +10,7 @@ put between them (:class:`Splice`).
 
 The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as
 UTF-8 (as ``_transport.errors.pack``: Redisson's ``StringCodec``, whatever the client's
-``encoding``), integers in decimal, bytes as they are. Pure: no I/O.
+``encoding``), numbers by their ``repr``, bytes as they are. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -30,22 +30,26 @@ class Wired(tuple[Any, ...]):
 
 
 def _bulk(arg: Any) -> bytes:
-    if type(arg) is str:
+    """One argument as a bulk string, as redis-py's ``Encoder`` makes it (a number by its
+    ``repr``; a bool refused)."""
+    if isinstance(arg, str):
         data = arg.encode("utf-8")
-    elif type(arg) is int:
-        data = b"%d" % arg
-    elif type(arg) is bytes:
-        data = arg
+    elif isinstance(arg, (bytes, memoryview, bytearray)):
+        data = bytes(arg)
+    elif isinstance(arg, (int, float)) and not isinstance(arg, bool):
+        data = repr(arg).encode()
     else:
-        raise TypeError(f"a command argument must be str, int or bytes, not {type(arg).__name__}")
+        raise TypeError(
+            f"a command argument must be str, bytes or a number, not {type(arg).__name__}"
+        )
     return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
 def encode(command: Sequence[Any]) -> bytes:
-    """The RESP encoding of ``command`` (str, int or bytes arguments).
+    """The RESP encoding of ``command`` (text, bytes or numbers).
 
     Raises:
-        TypeError: another type of argument (a bool, a float, ...).
+        TypeError: another type of argument (a bool, ``None``, a list, ...).
     """
     return b"*%d\r\n" % len(command) + b"".join([_bulk(arg) for arg in command])
 

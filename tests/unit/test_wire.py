@@ -21,6 +21,7 @@ COMMANDS: list[tuple[Any, ...]] = [
     ("EVALSHA", scripts.LOCK_ACQUIRE.sha, 1, "lock", 30000, "id:1"),
     ("EVALSHA", scripts.LOCK_UNLOCK.sha, 3, "n", "c", "latch", "0", 30000, "f", "PUBLISH", 1),
     ("SET", "naïve-ключ", b"\x00\xffraw", -5, ""),
+    ("SET", "k", 1.5, -0.25, 10**20),
     ("PING",),
 ]
 
@@ -60,9 +61,9 @@ def test_pack_sends_an_encoded_command_as_it_is() -> None:
     assert (call.script, call.keys, call.args) == (plain.script, plain.keys, plain.args)
 
 
-@pytest.mark.parametrize("bad", [True, 1.5, None, ["list"]])
+@pytest.mark.parametrize("bad", [True, None, ["list"]])
 def test_other_arguments_are_refused(bad: object) -> None:
-    with pytest.raises(TypeError, match="must be str, int or bytes"):
+    with pytest.raises(TypeError, match="must be str, bytes or a number"):
         encode(("SET", "k", bad))
 
 
