@@ -13,6 +13,7 @@ import os
 import threading
 import weakref
 
+from syncprims._core.kept import KeptCalls
 from syncprims._protocol.contracts import Executor
 from syncprims.errors import ServerReplyError
 
@@ -24,13 +25,14 @@ log = logging.getLogger("syncprims.lock")
 class ClientLocks:
     """One client's lock book-keeping (its lock objects share it)."""
 
-    __slots__ = ("holds", "incarnations", "local_waiters", "own_keys_refused", "tainted")
+    __slots__ = ("holds", "incarnations", "kept", "local_waiters", "own_keys_refused", "tainted")
 
     own_keys_refused: bool
     local_waiters: dict[str, set[object]]
     holds: dict[tuple[str, int], int]
     incarnations: dict[tuple[str, int], int]
     tainted: set[tuple[str, str]]
+    kept: KeptCalls
 
     def __init__(self) -> None:
         self.clear()
@@ -50,6 +52,10 @@ class ClientLocks:
         # (lock name, field) of releases whose outcome is unknown and may have ended a last
         # hold (or acquires whose reply is still to come)
         self.tainted = set()
+        # The client's locks' calls encoded once (``syncprims._core.kept``), keyed by lock
+        # name and all a call is made from: shared by every lock object of a name, so that
+        # one made per use (``client.get_lock(name)`` in a request handler) benefits too.
+        self.kept = KeptCalls()
 
     def refuses_own_keys(self, error: ServerReplyError, *, tried: bool, where: str) -> bool:
         """The ACL fall-back, decided here for every lock kind (RLock, FairLock, MultiLock

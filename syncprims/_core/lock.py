@@ -43,7 +43,6 @@ from syncprims import _observe
 from syncprims._core.clientstate import client_locks
 from syncprims._core.grant import GRANTED, Grant, GrantWait, gave_back_late, past_lease
 from syncprims._core.info import lock_info, lock_statistics
-from syncprims._core.kept import KeptCalls
 from syncprims._core.loss import Holds, max_hold_seconds
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.onewake import UNLOCK_MESSAGE, OneWake
@@ -136,7 +135,7 @@ class LockCore(ExpirableCore):
         self.one_wake = None if one_wake is None else one_wake(self)
         self.grant = None if grant is None else grant(self)
         self.holds = Holds(self)
-        self.kept = KeptCalls()  # calls encoded once (syncprims._core.kept)
+        self.kept = self._client.kept  # calls encoded once, per client (_core/kept.py)
         self.releases = Releases(self)
         self.replicas = ReplicaSync(self)
         # Lock-loss notification (``syncprims._core.loss``).
@@ -240,7 +239,7 @@ class LockCore(ExpirableCore):
         """Redisson's unlock script (``lock_unlock.lua``): the ``0`` on the lock channel."""
         publish, ttl = self.publish, self._ex.bounds.unlock_latch_ttl_ms
         args: list[Arg] = [UNLOCK_MESSAGE, lease, field, publish, ttl]
-        key = ("unlock", field, lease, publish, ttl)  # encoded once: kept.py
+        key = ("unlock", self.name, field, lease, publish, ttl)  # encoded once: kept.py
         return self.kept.spliced(
             key, scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args, 2
         )

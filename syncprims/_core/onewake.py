@@ -98,6 +98,7 @@ class OneWake:
         # with the scripts' constants, which a test may change
         key = (
             "acquire_one",  # a str: its hash is kept (a Script's is computed each time)
+            lock.name,
             field,
             lease,
             wait > 0,
@@ -168,6 +169,7 @@ class OneWake:
         ]
         key = (
             "unlock_one",
+            lock.name,
             field,
             lease,
             give_back,
