@@ -239,7 +239,7 @@ class LockCore(ExpirableCore):
         """Redisson's unlock script (``lock_unlock.lua``): the ``0`` on the lock channel."""
         publish, ttl = self.publish, self._ex.bounds.unlock_latch_ttl_ms
         args: list[Arg] = [UNLOCK_MESSAGE, lease, field, publish, ttl]
-        key = ("unlock", self.name, field, lease, publish, ttl)  # encoded once: kept.py
+        key = ("unlock", self.name, self.channel, field, lease, publish, ttl)  # kept.py
         return self.kept.spliced(
             key, scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args, 2
         )
