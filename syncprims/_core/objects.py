@@ -73,25 +73,22 @@ class ObjectCore:
             idempotent=True,
         )
 
-    async def run_script(self, call: ScriptCall, *, action: str) -> Any:
-        """Run an idempotent script, with retries."""
-        context = self.context(action)
-        return await with_retry(
-            self._ex,
-            lambda: self._ex.eval(call, context=context),
-            idempotent=True,
-        )
-
-    async def run_once(
-        self, call: ScriptCall, *, action: str, on_orphan: Orphan | None = None
+    async def run_script(
+        self,
+        call: ScriptCall,
+        *,
+        action: str,
+        idempotent: bool = True,
+        on_orphan: Orphan | None = None,
     ) -> Any:
-        """Run a script that is not idempotent (it adds or takes permits): retried only
-        while it cannot have run, never re-sent after a lost reply, or it would count twice
-        (issue 17). ``on_orphan``: what undoes a late reply whose caller went away."""
+        """Run a script, with retries. ``idempotent=False`` for one that adds or takes
+        (permits): retried only while it cannot have run, never re-sent after a lost reply,
+        or it would count twice (issue 17). ``on_orphan``: what undoes a late reply whose
+        caller went away."""
         context = self.context(action)
         ex = self._ex
         return await with_retry(
-            ex, lambda: ex.eval(call, context=context, on_orphan=on_orphan), idempotent=False
+            ex, lambda: ex.eval(call, context=context, on_orphan=on_orphan), idempotent=idempotent
         )
 
     async def is_exists(self) -> bool:

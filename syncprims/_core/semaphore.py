@@ -157,9 +157,10 @@ class SemaphoreCore(ExpirableCore):
         return 0 if value is None else int(value)
 
     async def _attempt(self, permits: int) -> int | None:
-        reply = await self.run_once(
+        reply = await self.run_script(
             ScriptCall(scripts.SEM_ACQUIRE, [self.name], [permits]),
             action="acquiring",
+            idempotent=False,
             on_orphan=lambda late: self._give_back(permits, late),
         )
         return None if reply == 1 else -1
@@ -201,7 +202,7 @@ class SemaphoreCore(ExpirableCore):
         # INCRBY is not idempotent: never re-send a release that may have run (its reply
         # lost), or the permits come back twice and N + 1 holders get in (issue 17).
         call = ScriptCall(scripts.SEM_RELEASE, [self.name, self.channel], [permits, self.publish])
-        await releasing(self._ex, self.run_once(call, action="releasing"))
+        await releasing(self._ex, self.run_script(call, action="releasing", idempotent=False))
 
     async def release(self, permits: object) -> None:
         """Give ``permits`` back (to whoever waits); 0 does nothing."""
@@ -220,11 +221,12 @@ class SemaphoreCore(ExpirableCore):
         if count == 0:
             return False
         # Not re-sent after a lost reply: INCRBY twice would give back twice (as _release).
-        reply = await self.run_once(
+        reply = await self.run_script(
             ScriptCall(
                 scripts.SEM_RELEASE_IF_EXISTS, [self.name, self.channel], [count, self.publish]
             ),
             action="releasing",
+            idempotent=False,
         )
         return bool(reply == 1)
 
@@ -307,8 +309,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
                 scripts.PES_ACQUIRE, keys, [permits[0], expiry, now, NEVER, self.publish]
             )
         action = "acquiring permits of" if many else "acquiring a permit of"
-        reply = await self.run_once(
-            call, action=action, on_orphan=lambda late: self._give_back(permits, late, many=many)
+        reply = await self.run_script(
+            call,
+            action=action,
+            idempotent=False,
+            on_orphan=lambda late: self._give_back(permits, late, many=many),
         )
         if reply == 1:
             lease = None if lease_time is None else (expiry - now) / 1000
@@ -328,16 +333,20 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
                 lease,
             )
             try:
-                await self._give_back(permits, 1, many=many)
+                await self._release_leased(permits, many=many)
             except SyncPrimsError as error:  # their lease bounds them
                 log.debug("%s: giving back late permits failed: %r", self.name, error)
             return 0
         return max(1, int(reply) - now) if reply else -1
 
-    async def _give_back(self, permits: list[bytes], reply: Any, *, many: bool) -> None:
-        """Release what an attempt whose ``reply`` was 1 leased (a late or abandoned one)."""
-        if reply == 1:
-            await (self._release_many(permits) if many else self._release(permits[0]))
+    async def _give_back(self, permits: list[bytes], late_reply: Any, *, many: bool) -> None:
+        """The late reply of an attempt whose caller went away: release what it leased."""
+        if late_reply == 1:
+            await self._release_leased(permits, many=many)
+
+    async def _release_leased(self, permits: list[bytes], *, many: bool) -> None:
+        """Release what one attempt leased (:meth:`_attempt`'s ``permits`` and ``many``)."""
+        await (self._release_many(permits) if many else self._release(permits[0]))
 
     async def try_acquire(self, wait_time: object, lease_time: object) -> str | None:
         """Lease one permit within ``wait_time`` seconds; its id, or ``None``.
@@ -487,9 +496,10 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         """
         count = check_count(permits, "permits", minimum=-MAX_COUNT)
         # Not re-sent after a lost reply (it adds; Redisson's is): see _release of Semaphore.
-        reply = await self.run_once(
+        reply = await self.run_script(
             ScriptCall(scripts.PES_ADD_PERMITS, [self.name, self.channel], [count, self.publish]),
             action="adding permits to",
+            idempotent=False,
         )
         return int(reply)
 

@@ -69,10 +69,9 @@ class Splice:
         TypeError: an argument of ``command`` that :func:`encode` refuses.
     """
 
-    __slots__ = ("_after", "_after_bytes", "_at", "_before", "_head")
+    __slots__ = ("_after", "_after_bytes", "_before", "_head")
 
     def __init__(self, command: tuple[Any, ...], at: int) -> None:
-        self._at = at
         self._before = command[:at]
         self._after = command[at + 1 :]
         self._head = b"*%d\r\n" % len(command) + b"".join([_bulk(a) for a in self._before])

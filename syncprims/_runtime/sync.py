@@ -27,10 +27,9 @@ from syncprims._protocol.contracts import (
     Orphan,
     ScriptCall,
     WakePolicy,
-    WiredCall,
 )
 from syncprims._protocol.stepping import run
-from syncprims._protocol.wire import wired
+from syncprims._protocol.wire import Wired, wired
 from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
 from syncprims._services.listeners import ObjectListeners
@@ -173,12 +172,9 @@ class SyncExecutor(ExecutorBase):
             else:
                 server = transport
             script_call = call.call
-            if type(script_call) is WiredCall:
-                command: tuple[Any, ...] | None = script_call.wired
-            elif keep:  # kept and sent again: encoded once (syncprims._protocol.wire)
-                command = wired(script_call.command())
-            else:
-                command = None
+            command = script_call.command()  # encoded already for a WiredCall
+            if keep and type(command) is not Wired:  # kept, sent again: encode it once
+                command = wired(command)
             routed.append(
                 Routed(
                     server,
