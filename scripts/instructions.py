@@ -48,18 +48,20 @@ elif kind in ("redlock", "redlock1", "fan-out"):
     step = lambda: (red.lock(), red.unlock())
     if kind == "fan-out":
         from syncprims._protocol import scripts
-        from syncprims._transport.fanout import Routed, fan_out
+        from syncprims._protocol.contracts import Call, ScriptCall
+        from syncprims._transport.blocking.fanout import fan_out
         subs = red._core.locks
         name = subs[0].name
         fields = [f"{sub.executor.client_id}:1" for sub in subs]
-        acquire = [Routed(sub.executor.transport, scripts.LOCK_ACQUIRE, [name], [30000, field],
-                          "acquiring", None, True) for sub, field in zip(subs, fields)]
+        acquire = [(sub.executor.transport, Call(sub.executor, ScriptCall(scripts.LOCK_ACQUIRE,
+                    [name], [30000, field]), "acquiring", None, True))
+                   for sub, field in zip(subs, fields)]
         ids = itertools.count()
         def release():
             n = next(ids)
-            return [Routed(sub.executor.transport, scripts.LOCK_UNLOCK,
-                           [name, "channel", f"redisson_unlock_latch:{{{name}}}:{n}:{i}"],
-                           ["0", 30000, field, "PUBLISH", 13500], "releasing", None, False)
+            return [(sub.executor.transport, Call(sub.executor, ScriptCall(scripts.LOCK_UNLOCK,
+                     [name, "channel", f"redisson_unlock_latch:{{{name}}}:{n}:{i}"],
+                     ["0", 30000, field, "PUBLISH", 13500]), "releasing"))
                     for i, (sub, field) in enumerate(zip(subs, fields))]
         step = lambda: (fan_out(acquire), fan_out(release()))
 else:

@@ -22,6 +22,7 @@ from syncprims import errors, fencing  # noqa: F401 - ``syncprims.fencing`` (not
 
 # it is for both faces, and syncprims.asyncio lists the same names)
 from syncprims._core.owners import OwnerId
+from syncprims._protocol.election import Leader
 from syncprims._protocol.info import (
     ClientProcess,
     LatchInfo,
@@ -35,6 +36,7 @@ from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LatchStatistics, LockStatistics, SemaphoreStatistics
 from syncprims._protocol.timing import Duration
 from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
+from syncprims._sync._election import LeaderElection
 from syncprims._sync._fair import FairLock
 from syncprims._sync._fenced import FencedLock
 from syncprims._sync._latch import CountDownLatch
@@ -90,6 +92,8 @@ __all__ = [
     "LockHolder",
     "LockInfo",
     "LatchStatistics",
+    "Leader",
+    "LeaderElection",
     "LockStatistics",
     "LockWaiter",
     "LossReason",

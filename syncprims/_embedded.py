@@ -15,19 +15,27 @@ sentinels (Valkey's sentinel is ``valkey-server --sentinel``), but not :func:`st
 and Valkey 8 binaries for it. The ``redis-cli`` that creates the cluster and probes the nodes
 is the one in the binary's folder when there is one (``redis-cli`` or ``valkey-cli``), else
 ``redis-cli`` from ``PATH``.
+
+Processes the demo and the benchmarks start end with them, however they end: their servers
+(``end_with_parent=True``: on Linux the kernel kills a server whose parent died,
+``PR_SET_PDEATHSIG``) and their worker processes (:func:`exit_with_parent`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import multiprocessing
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol, Self
 
 __all__ = [
@@ -37,6 +45,7 @@ __all__ = [
     "RedisClusterSet",
     "RedisServer",
     "SentinelSet",
+    "exit_with_parent",
     "free_port",
     "server_cli",
     "server_executable",
@@ -127,6 +136,63 @@ def _ping(host: str, port: int, timeout: float) -> bool:
         return False
 
 
+def _killed_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGKILL the child when its parent dies (Linux's
+    ``prctl(PR_SET_PDEATHSIG)``), or ``None`` where there is no such call.
+
+    The signal comes when the *thread* that started the child ends: start it from one that
+    lives as long as the child is wanted (the main thread).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        if os.getppid() != parent:  # the parent died before the call: no signal will come
+            os._exit(1)
+
+    return preexec
+
+
+def exit_with_parent(interval: float = 0.5) -> None:
+    """Make this process (a ``multiprocessing`` child, spawned or forked by a fork server)
+    exit once the process that started it is gone: a daemon thread looks every ``interval``
+    seconds and ends this one with ``os._exit(1)`` when that process is dead (killed, even
+    by SIGKILL: no such process, or a zombie not yet reaped).
+
+    Args:
+        interval: seconds between two looks.
+    """
+    known = multiprocessing.parent_process()
+    parent = known.pid if known is not None and known.pid is not None else os.getppid()
+
+    def watch() -> None:
+        while _running(parent):
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="syncprims-exit-with-parent", daemon=True).start()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` (one of this user's) runs: it exists and, where ``/proc``
+    tells, is no zombie."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone (its number another user's now)
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc
+        return True
+
+
 class EmbeddedServer(Protocol):
     """What the demo needs from a server it started."""
 
@@ -147,6 +213,9 @@ class RedisServer:
         args: extra ``redis-server`` arguments (``["--requirepass", "x"]``...).
         executable: the binary; ``None`` takes :func:`server_executable`
             (``$SYNCPRIMS_TEST_SERVER``, else ``redis-server`` on ``PATH``).
+        end_with_parent: on Linux, the kernel kills the server when this process dies (by
+            SIGKILL too) or, precisely, when the thread that (re)started it ends: for a
+            server started and stopped by one long-lived thread (the demo's, the bench's).
 
     Raises:
         FileNotFoundError: no ``redis-server`` (or ``SYNCPRIMS_TEST_SERVER`` names none).
@@ -159,6 +228,7 @@ class RedisServer:
         args: list[str] | None = None,
         executable: str | None = None,
         config_file: str | None = None,
+        end_with_parent: bool = False,
     ) -> None:
         found = executable or server_executable()
         if found is None:
@@ -168,13 +238,18 @@ class RedisServer:
         self.port = port or free_port()
         self.args = list(args or [])
         self.config_file = config_file
+        self.end_with_parent = end_with_parent
         self.dir = (
             os.path.dirname(config_file)
             if config_file
             else tempfile.mkdtemp(prefix="syncprims-redis-")
         )
         self.process: subprocess.Popen[bytes] | None = None
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # no process, no folder left behind
+            self.stop()
+            raise
 
     @property
     def url(self) -> str:
@@ -231,7 +306,12 @@ class RedisServer:
             *self._args_for_version(),
         ]  # fmt: skip
         self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            # It calls prctl and getppid only: no lock another thread could hold at the fork.
+            preexec_fn=_killed_with_parent() if self.end_with_parent else None,  # noqa: PLW1509
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -356,15 +436,16 @@ def _error_tolerant_handler() -> type:
 
 
 def start_embedded() -> EmbeddedServer:
-    """A ``redis-server`` from ``PATH`` if there is one, else a fakeredis server (for the
-    demo and the benchmarks: ``SYNCPRIMS_TEST_SERVER`` does not apply).
+    """A ``redis-server`` from ``PATH`` (``end_with_parent``) if there is one, else a
+    fakeredis server (for the demo and the benchmarks: ``SYNCPRIMS_TEST_SERVER`` does not
+    apply).
 
     Raises:
         RuntimeError: neither is available.
     """
     found = shutil.which("redis-server")
     if found and not os.environ.get("SYNCPRIMS_FORCE_FAKEREDIS"):
-        return RedisServer(executable=found)
+        return RedisServer(executable=found, end_with_parent=True)
     try:
         return FakeServer()
     except ImportError as error:

@@ -25,6 +25,7 @@ import time
 from typing import Protocol
 
 from syncprims._protocol.loss import LossReason
+from syncprims._protocol.timing import clock
 
 __all__ = ["LOGGERS", "AcquireProbe", "Metrics", "Probe", "acquire_probe", "metrics"]
 
@@ -37,6 +38,7 @@ LOGGERS = (
     "syncprims.services",
     "syncprims.listeners",
     "syncprims.transport",
+    "syncprims.election",
 )
 """Every logger the package creates (``docs/observability.md`` documents each)."""
 
@@ -142,7 +144,7 @@ def released(kind: str, name: str, reply: object, held_since: float | None) -> N
     recorder = metrics
     if recorder is None and not lock_log.isEnabledFor(logging.DEBUG):
         return  # nobody observes: no clock read, no record (as acquire_probe)
-    held = time.monotonic() - held_since
+    held = clock() - held_since
     lock_log.debug("%s %r: released after %.6f s held", kind, name, held)
     if recorder is not None:
         recorder.hold(kind, held)

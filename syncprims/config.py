@@ -56,6 +56,7 @@ class ConnectOptions(TypedDict, total=False):
     pool_share: int
     lock_grant_direct_limit: int
     lock_synced_aof: tuple[int, int] | None
+    client_record: bool
 
 
 def _seconds(value: Duration) -> float:
@@ -268,6 +269,13 @@ class Config:
             a full pool; a wait is never an error on its own. Default 8. Blocking waits
             (the direct grant) and the pub/sub subscription use connections of syncprims'
             own. (The asyncio face carries its commands on ``shared_connections``.)
+        client_record: keep a record of this client in Redis (``syncprims_client:{<client
+            id>}``: host, pid, client name, version; a ``SET`` at connect, refreshed every
+            3 minutes, expiring 10 minutes after its last write, deleted at shutdown), so
+            that ``info()`` and ``syncprims inspect`` can say which process holds what.
+            Default ``True``. ``False``: write none (a health check, a watcher, a read-only
+            tool: ``syncprims inspect`` and ``syncprims unlock`` connect so); this client's
+            holds then show without a process.
     """
 
     lock_watchdog_timeout: float = attrs.field(
@@ -301,6 +309,7 @@ class Config:
         default=None, converter=_aof_pair, validator=_aof
     )
     lock_grant_direct_limit: int = attrs.field(default=16, validator=_non_negative_int)
+    client_record: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Config:

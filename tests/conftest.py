@@ -7,14 +7,21 @@
 * ``name``: a fresh key name per test.
 * ``client``: the face's client of ``url``, default options (``await face.connect(url)``).
 
-``async def`` tests run in a fresh event loop each (no plugin needed); the face's clients
-and actors are closed inside that loop when the test ends.
+``async def`` tests run in a fresh event loop each (no plugin needed; uvloop's with
+``SYNCPRIMS_TEST_LOOP=uvloop``, see ``tests.harness.LOOP``); the face's clients and actors
+are closed inside that loop when the test ends.
+
+No process the suite starts outlives it: the run exports a fresh ``SYNCPRIMS_TEST_RUN``,
+which every process it starts inherits, and fails if one that carries it (or descends from
+pytest) still runs once the run's servers are stopped (``tests/processes.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +30,37 @@ from typing import Any
 import pytest
 
 from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer, SentinelSet
+from tests import processes
 from tests.harness import Face, MakeLock, raw_redis
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark the run's processes: a fresh value in the run's first process (pytest alone, or
+    xdist's controller), which its workers and every process they start inherit."""
+    if not hasattr(config, "workerinput"):
+        os.environ[processes.RUN_MARKER] = uuid.uuid4().hex
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run if a process it started still runs once it is over (after the session
+    fixtures stopped their servers, and xdist's workers ended: both come before a trylast
+    hook), then end those processes. Checked once, in the run's first process."""
+    if hasattr(session.config, "workerinput"):
+        return
+    left = processes.outliving(os.environ[processes.RUN_MARKER], grace=10)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["", f"{len(left)} process(es) started by the test run outlived it (now killed):"]
+    lines += [f"  pid {pid}: {command[:200]}" for pid, command in left.items()]
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line)
+    processes.end_all(list(left))
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -92,19 +129,15 @@ BACKENDS = {"fake": "fake_server", "real": "redis_server", "cluster": "redis_clu
 @pytest.fixture(scope="module")
 def five() -> Iterator[list[RedisServer]]:
     """Five independent masters, shared by a module's tests (for RedLock and MultiLock)."""
-    servers = [RedisServer() for _ in range(5)]
-    yield servers
-    for server in servers:
-        server.stop()
+    with contextlib.ExitStack() as stack:  # each one stopped, even if a later one fails
+        yield [stack.enter_context(RedisServer()) for _ in range(5)]
 
 
 @pytest.fixture
 def doomed() -> Iterator[list[RedisServer]]:
     """Five masters of one test's own, which it may kill, pause or restart."""
-    servers = [RedisServer() for _ in range(5)]
-    yield servers
-    for server in servers:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(RedisServer()) for _ in range(5)]
 
 
 REAL_SERVER_FIXTURES = {"redis_server", "real_url", "redis_cluster", "sentinels", "five", "doomed"}

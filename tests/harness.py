@@ -9,12 +9,17 @@ reentrancy and contention behave as they would in a real program of that face.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import inspect
 import os
 import queue
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import redis
@@ -27,9 +32,12 @@ from syncprims._embedded import RedisServer
 
 __all__ = [
     "CLIENT_OPTIONS",
+    "LOOP",
     "Actor",
     "Face",
     "MakeLock",
+    "cli_process",
+    "end_process_group",
     "raw_command",
     "raw_pubsub",
     "raw_redis",
@@ -59,6 +67,16 @@ if not CLIENT_OPTIONS <= _CLIENT_CHOICES:
     raise ValueError(
         f"SYNCPRIMS_TEST_CLIENT takes {sorted(_CLIENT_CHOICES)}, got {sorted(CLIENT_OPTIONS)}"
     )
+
+
+LOOP = os.environ.get("SYNCPRIMS_TEST_LOOP", "asyncio")
+"""The event loop the asyncio tests run on (``SYNCPRIMS_TEST_LOOP``): ``asyncio`` (the
+standard library's) or ``uvloop`` (matrix cell ``redis6-uvloop``: uvloop's event loop
+policy, so that every ``asyncio.run`` and new loop of the suite is uvloop's)."""
+if LOOP == "uvloop":  # installed only in that cell: imported by name (no stub for mypy)
+    asyncio.set_event_loop_policy(importlib.import_module("uvloop").EventLoopPolicy())
+elif LOOP != "asyncio":
+    raise ValueError(f"SYNCPRIMS_TEST_LOOP takes 'asyncio' or 'uvloop', got {LOOP!r}")
 
 
 def client_url(url: str) -> str:
@@ -348,3 +366,40 @@ def wait_replica_acks(r: Any, bound: float = 10.0) -> None:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"no replica acknowledged a write within {bound} s")
+
+
+_CLI_WITH_CTRL_C = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from syncprims.cli import main; sys.exit(main())"
+)
+
+
+def cli_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``syncprims ARGS`` in a session of its own (its process group: ``os.killpg`` reaches
+    it and its worker processes), stdout and stderr piped, ``REDIS_URL`` unset unless
+    ``env`` sets it. The child sets SIGINT's disposition itself (Python's Ctrl-C handler):
+    it would inherit an ignored SIGINT from a runner started as a script's background job.
+    End it with :func:`end_process_group` in a ``finally``."""
+    base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    return subprocess.Popen(
+        [sys.executable, "-c", _CLI_WITH_CTRL_C, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**base, **(env or {})},
+        start_new_session=True,
+    )
+
+
+def end_process_group(process: subprocess.Popen[str], others: Iterable[int] = ()) -> None:
+    """SIGKILL ``process``'s group (whatever is still in it) and the processes ``others``
+    (e.g. its servers, in sessions of their own), reap ``process`` and close its pipes."""
+    targets = [(os.killpg, process.pid), *((os.kill, pid) for pid in others)]
+    for kill, pid in targets:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -54,7 +54,7 @@ ROUNDS = 8
 PER_ROUND = frozenset(
     {
         ("fanout.py", "_readable"),
-        ("fanout.py", "_buffered"),
+        ("server.py", "buffered"),
         ("fanout.py", "<genexpr>"),
         ("fanout.py", "<listcomp>"),
         ("fanout.py", "<dictcomp>"),
@@ -64,7 +64,7 @@ PER_ROUND = frozenset(
         ("quorum.py", "released_enough"),
         ("quorum.py", "grace_end"),
         # a reply's decoding: once per reply, and again by each round's quorum check
-        ("lock.py", "reply_ttl"),
+        ("core.py", "reply_ttl"),
     }
 )
 

@@ -1,10 +1,13 @@
 """The command line fails well: one line and a non-zero status for a server it cannot use,
-a clean stop with a summary on Ctrl-C, defaults in ``--help``, wording that fits the primitive."""
+a clean stop with a summary on Ctrl-C, nothing left running when it is stopped from outside
+(SIGTERM, SIGKILL), defaults in ``--help``, wording that fits the primitive, every URL form
+``connect()`` takes."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +19,8 @@ import pytest
 import syncprims
 from syncprims._embedded import RedisServer
 from syncprims.cli import build_parser
+from tests import processes
+from tests.harness import cli_process, end_process_group
 
 pytestmark = pytest.mark.real
 
@@ -25,13 +30,8 @@ def syncprims_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m syncprims ARGS`` with ``REDIS_URL`` unset unless ``env`` sets it."""
     base = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    return subprocess.run(
-        [sys.executable, "-m", "syncprims", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, **(env or {})},
-        check=False,
+    return processes.run(
+        [sys.executable, "-m", "syncprims", *args], timeout=timeout, env={**base, **(env or {})}
     )
 
 
@@ -51,6 +51,7 @@ def assert_one_line_failure(result: subprocess.CompletedProcess[str], *expected:
         ("redis://127.0.0.1:1", "cannot reach Redis at redis://127.0.0.1:1"),
         ("http://x", "bad Redis URL 'http://x'"),
         ("redis+cluster://127.0.0.1:1,127.0.0.1:2", "cannot reach Redis"),
+        ("valkey://127.0.0.1:1", "cannot reach Redis at valkey://127.0.0.1:1"),
     ],
 )
 def test_demo_without_a_usable_server_is_one_line(url: str, expected: str) -> None:
@@ -84,11 +85,9 @@ def test_demo_without_redis_server_or_fakeredis_gives_a_hint(tmp_path: Path) -> 
 
 
 def test_ctrl_c_stops_the_demo_with_a_summary(redis_server: RedisServer) -> None:
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "syncprims", "demo", "--url", redis_server.url,
-         "--processes", "2", "--threads", "2", "--seconds", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    demo = cli_process(
+        "demo", "--url", redis_server.url, "--processes", "2", "--threads", "2", "--seconds", "60"
+    )
     try:
         assert demo.stdout is not None
         line = ""
@@ -99,14 +98,141 @@ def test_ctrl_c_stops_the_demo_with_a_summary(redis_server: RedisServer) -> None
         os.killpg(demo.pid, signal.SIGINT)  # as a terminal's Ctrl-C: every process of the group
         out, err = demo.communicate(timeout=30)
     finally:
-        if demo.poll() is None:
-            demo.kill()
+        end_process_group(demo)
     assert time.monotonic() - stopped < 15
     assert demo.returncode == 130, out + err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "interrupted after" in out
     assert "(interrupted)" in out
     assert "mutual exclusion: OK" in out
+
+
+def _processes() -> dict[int, tuple[str, int, str]]:
+    """Every process of the machine: pid -> (state, parent pid, command line), from /proc."""
+    found: dict[int, tuple[str, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+        found[int(entry)] = (state, int(parent), command)
+    return found
+
+
+def _family(root: int) -> dict[int, str]:
+    """The running processes descended from ``root``: pid -> command line."""
+    processes = _processes()
+    family: dict[int, str] = {}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (state, parent, command) in processes.items():
+            if pid not in family and state != "Z" and (parent == root or parent in family):
+                family[pid] = command
+                grew = True
+    return family
+
+
+def _still_running(pids: dict[int, str], within: float) -> dict[int, str]:
+    """Those of ``pids`` still running (a zombie has ended) after at most ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        processes = _processes()
+        left = {p: c for p, c in pids.items() if p in processes and processes[p][0] != "Z"}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or shutil.which("redis-server") is None,
+    reason="reads /proc, and the servers' parent-death signal is Linux's; needs redis-server",
+)
+
+
+@LINUX_ONLY
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "SIGTERM"])
+def test_a_demo_stopped_from_outside_leaves_no_process(stop: int, tmp_path: Path) -> None:
+    demo = cli_process(
+        "demo", "--processes", "2", "--threads", "1", "--seconds", "60",
+        env={"TMPDIR": str(tmp_path)},  # the embedded server's folder goes here
+    )  # fmt: skip
+    family: dict[int, str] = {}
+    try:
+        assert demo.stdout is not None
+        line = ""
+        while "acquisitions" not in line:  # the first progress line: the workers run
+            line = demo.stdout.readline()
+            assert line, "the demo ended before its first progress line"
+        family = _family(demo.pid)
+        commands = list(family.values())
+        assert sum("spawn_main" in c for c in commands) == 2, commands  # the workers
+        assert sum("redis-server" in c for c in commands) == 1, commands  # the embedded one
+        demo.send_signal(stop)  # to the parent alone, as `kill` and `timeout` do
+        assert _still_running(family, 10) == {}
+        assert demo.wait(10) == (-9 if stop == signal.SIGKILL else 128 + stop)
+        if stop == signal.SIGTERM:  # its cleanup ran
+            assert list(tmp_path.glob("syncprims-redis-*")) == []
+            assert demo.stderr is not None
+            assert demo.stderr.read().strip() == "syncprims demo: stopped by SIGTERM"
+    finally:
+        end_process_group(demo, family)
+
+
+@LINUX_ONLY
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "SIGTERM"])
+def test_a_bench_stopped_from_outside_leaves_no_process(
+    stop: int, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # The workers run on the test's server, which outlives the bench: they end by themselves.
+    bench = cli_process(
+        "bench", "--quick", "--url", redis_server.url, "--scenario", "contended",
+        "--scenario", "redlock", "--out", str(tmp_path / "results"),
+        env={"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    family: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 180
+        while True:  # its 4 more masters, and the fork server and 4 workers of a contended run
+            family = _family(bench.pid)
+            commands = list(family.values())
+            forked = sum("multiprocessing.forkserver" in c for c in commands)
+            if forked == 5 and sum("redis-server" in c for c in commands) == 4:
+                break
+            assert bench.poll() is None, "the bench ended before its contended run"
+            assert time.monotonic() < deadline, commands
+            time.sleep(0.1)
+        assert len(list(tmp_path.glob("syncprims-redis-*"))) == 4
+        bench.send_signal(stop)
+        assert _still_running(family, 10) == {}
+        assert bench.wait(10) == (-9 if stop == signal.SIGKILL else 128 + stop)
+        if stop == signal.SIGTERM:  # its cleanup ran
+            assert list(tmp_path.glob("syncprims-redis-*")) == []
+            assert bench.stderr is not None
+            assert "syncprims bench: stopped by SIGTERM" in bench.stderr.read()
+    finally:
+        end_process_group(bench, family)
+
+
+def test_inspect_takes_a_valkey_url(redis_server: RedisServer) -> None:
+    pytest.importorskip("valkey")
+    with syncprims.connect(redis_server.url) as client:
+        lock = client.get_lock("syncprims-cli-valkey")
+        lock.lock()
+        valkey_url = "valkey" + redis_server.url.removeprefix("redis")
+        result = syncprims_cli("inspect", lock.name, "--url", valkey_url, "--json")
+        lock.unlock()
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert (data["kind"], data["held"]) == ("lock", True)
+    assert data["holders"][0]["client_id"] == client.id
 
 
 def test_semaphore_run_speaks_of_permits(redis_server: RedisServer) -> None:
@@ -143,7 +269,7 @@ def test_redlock_on_given_masters_names_every_master_and_no_kill(
     for server in five:
         assert server.url in result.stdout
     assert "killed" not in result.stdout
-    assert "0 unlocks found less than a majority held\n" in result.stdout
+    assert "0 unlocks could not release a majority\n" in result.stdout
     data = json.loads(out.read_text())
     assert data["masters"] == 5
     assert data["masters_killed"] == 0

@@ -116,6 +116,7 @@ def test_a_forked_child_does_not_own_the_parents_lock(real_url: str, name: str) 
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: report what it sees through the pipe, then exit at once
+        signal.alarm(30)  # a hung child ends (SIGALRM) and the parent's waitpid returns
         code = 0
         try:
             checks = [
@@ -149,6 +150,8 @@ def test_holder_killed_with_sigkill_frees_after_its_lease(real_url: str, name: s
     import subprocess
     import sys
 
+    from tests import processes
+
     code = (
         "import sys, time, syncprims\n"
         "c = syncprims.connect(sys.argv[1], lock_watchdog_timeout=1)\n"
@@ -156,10 +159,9 @@ def test_holder_killed_with_sigkill_frees_after_its_lease(real_url: str, name: s
         "print('locked', flush=True)\n"
         "time.sleep(60)\n"
     )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", code, real_url, name], stdout=subprocess.PIPE, text=True
-    )
-    try:
+    with processes.child(
+        [sys.executable, "-c", code, real_url, name], stdout=subprocess.PIPE
+    ) as holder:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "locked"
         with syncprims.connect(real_url) as client:
@@ -173,11 +175,6 @@ def test_holder_killed_with_sigkill_frees_after_its_lease(real_url: str, name: s
             recovery = time.monotonic() - killed
             assert recovery <= 1.0 + 0.5  # at most the lease (1 s) plus slack
             lock.unlock()
-    finally:
-        holder.kill()
-        holder.wait(10)
-        if holder.stdout is not None:
-            holder.stdout.close()
 
 
 async def test_waiters_survive_a_server_restart(face: Face, name: str) -> None:

@@ -1,4 +1,4 @@
-"""The version-neutral connection interface (``syncprims/_transport/connections.py``): each
+"""The version-neutral connection interface (``syncprims/_transport/compat.py``): each
 fallback path, taken on purpose with the installed redis-py against a real server, so that
 every path runs in every CI cell whatever redis-py line the cell has; and the client
 libraries ``connect()`` accepts (valkey-py objects and URLs, a client-side cache).
@@ -32,10 +32,12 @@ import redis.connection
 import syncprims
 import syncprims.asyncio
 from syncprims._embedded import RedisServer
-from syncprims._transport import connections
-from syncprims._transport.connections import (
+from syncprims._transport import compat
+from syncprims._transport.compat import (
     ERRORS,
+    agive,
     amove_slot,
+    aread,
     astale,
     atake,
     move_slot,
@@ -43,6 +45,7 @@ from syncprims._transport.connections import (
     read_message,
     take,
 )
+from tests.harness import LOOP, client_url
 
 pytestmark = pytest.mark.real
 
@@ -58,7 +61,7 @@ class _OldPool(redis.ConnectionPool):
     def get_connection(self, command_name: str, *keys: Any, **options: Any) -> Any:  # type: ignore[override]
         self.names.append(command_name)
         parent = super().get_connection
-        return parent(command_name) if connections._needs_command_name(parent) else parent()
+        return parent(command_name) if compat._needs_command_name(parent) else parent()
 
 
 def test_take_passes_a_command_name_only_where_required(redis_server: RedisServer) -> None:
@@ -80,7 +83,7 @@ class _OldAsyncPool(redis.asyncio.ConnectionPool):
     async def get_connection(self, command_name: str, *keys: Any, **options: Any) -> Any:  # type: ignore[override]
         self.names.append(command_name)
         parent: Any = super().get_connection
-        if connections._needs_command_name(parent):
+        if compat._needs_command_name(parent):
             return await parent(command_name)
         return await parent()
 
@@ -176,7 +179,7 @@ async def test_astale_falls_back_to_can_read_destructive(redis_server: RedisServ
     # pure-Python parsers' before redis-py 8, which look for the end of the stream only; the
     # transports never leave a reply unread on a connection they keep.)
     conn = _OldAsyncConnection(port=redis_server.port)
-    assert not connections._has_can_read(conn)
+    assert not compat._has_can_read(conn)
     await conn.connect()  # type: ignore[no-untyped-call]
     admin = redis.Redis(port=redis_server.port)
     try:
@@ -253,6 +256,37 @@ def test_a_decoding_client_is_woken_by_messages(redis_server: RedisServer) -> No
     finally:
         client.shutdown()
         r.close()
+
+
+# -- aread: a parser that decodes whatever it is asked ----------------------------------------
+
+
+async def test_aread_gives_bytes_where_the_parser_decodes_anyway(
+    redis_server: RedisServer,
+) -> None:
+    """redis-py 5.0's asyncio hiredis parser ignores ``disable_decoding``: a
+    ``decode_responses=True`` connection's replies come as text (``connect()`` failed on the
+    first one), and :func:`aread` encodes them back. Here the parser is made to decode; cell
+    ``redis5.0-hiredis`` takes the path for real."""
+    client = redis.asyncio.Redis(port=redis_server.port, decode_responses=True)
+    key = f"compat:{uuid.uuid4().hex}"
+    await client.rpush(key, "a", "é")
+    conn = await atake(client.connection_pool)
+    try:
+        real = conn._parser.read_response
+
+        async def decoding(disable_decoding: bool = False, **options: Any) -> Any:
+            return await real(disable_decoding=False, **options)
+
+        conn._parser.read_response = decoding
+        await conn.send_command("LRANGE", key, 0, -1)
+        assert await aread(conn) == [b"a", "é".encode()]
+        await conn.send_command("ECHO", "x")
+        assert await aread(conn) == b"x"
+    finally:
+        await agive(client.connection_pool, conn)
+        await client.delete(key)
+        await client.aclose()
 
 
 # -- move_slot: before NodesManager.move_slot --------------------------------------------------
@@ -393,3 +427,17 @@ def test_a_caching_client_is_served_by_a_cache_free_twin(redis_server: RedisServ
     finally:
         client.shutdown()
     assert r.connection_pool.cache is not None  # the caller's client is untouched
+
+
+# -- the event loop ---------------------------------------------------------------------------
+
+
+async def test_asyncio_tests_run_on_the_loop_asked_for(redis_server: RedisServer) -> None:
+    """``SYNCPRIMS_TEST_LOOP=uvloop`` (a matrix cell) runs every asyncio test on uvloop's
+    event loop (tests/harness.py); a lock works there as on asyncio's own."""
+    module = type(asyncio.get_running_loop()).__module__.partition(".")[0]
+    assert module == ("uvloop" if LOOP == "uvloop" else "asyncio")
+    async with await syncprims.asyncio.connect(client_url(redis_server.url)) as client:
+        lock = client.get_lock(f"loop:{uuid.uuid4().hex}")
+        assert await lock.try_lock(wait_time=1)
+        await lock.unlock()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import syncprims
+from tests import processes
 from tests.harness import Face, raw_pubsub, raw_redis, within
 
 
@@ -70,10 +71,10 @@ def _waiting_process(url: str, name: str, out: Any) -> None:
 def test_processes_wait_for_the_count_downs(real_url: str, name: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    with syncprims.connect(real_url) as client:
+    procs = [ctx.Process(target=_waiting_process, args=(real_url, name, out)) for _ in range(3)]
+    with syncprims.connect(real_url) as client, processes.ending(procs):
         latch = client.get_count_down_latch(name)
         latch.try_set_count(2)
-        procs = [ctx.Process(target=_waiting_process, args=(real_url, name, out)) for _ in range(3)]
         for p in procs:
             p.start()
         time.sleep(1.5)  # they are waiting

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from syncprims._embedded import RedisServer
 from syncprims.bench.history import Hold, analyse
 from syncprims.cli import build_parser
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.py"))
@@ -21,24 +21,17 @@ EXAMPLES = sorted((ROOT / "docs" / "examples").glob("*.py"))
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_docs_example_runs(example: Path, redis_server: RedisServer) -> None:
     env = {**os.environ, "REDIS_URL": redis_server.url}
-    result = subprocess.run(
-        [sys.executable, str(example)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = processes.run([sys.executable, str(example)], env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
 
 
 def test_demo_on_a_real_server(redis_server: RedisServer, tmp_path: Path) -> None:
     out = tmp_path / "demo.json"
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "syncprims", "demo", "--url", redis_server.url,
          "--processes", "2", "--threads", "2", "--seconds", "2", "--json", str(out)],
-        capture_output=True, text=True, timeout=120, check=False,
+        timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "mutual exclusion: OK" in result.stdout
@@ -52,10 +45,10 @@ def test_demo_on_a_real_server(redis_server: RedisServer, tmp_path: Path) -> Non
 def test_demo_starts_an_embedded_fakeredis_when_asked(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["SYNCPRIMS_FORCE_FAKEREDIS"] = "1"
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "syncprims", "demo", "--processes", "1", "--threads", "2",
          "--seconds", "1"],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
+        timeout=120, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "embedded fakeredis" in result.stdout

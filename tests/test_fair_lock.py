@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import pytest
@@ -21,6 +22,8 @@ import redis
 import syncprims
 from syncprims import LockNotHeldError
 from syncprims._embedded import RedisServer
+from syncprims._protocol.names import lock_grant_channel_prefix
+from tests import processes
 from tests.harness import Face, raw_pubsub, within
 
 
@@ -88,19 +91,20 @@ def test_processes_acquire_in_the_order_they_queued(real_url: str, name: str) ->
     with syncprims.connect(real_url) as client:
         lock = client.get_fair_lock(name)
         lock.lock()
-        procs = []
-        for n in range(4):
-            p = ctx.Process(target=_queued_process, args=(real_url, name, n, out))
-            p.start()
-            procs.append(p)
-            deadline = time.monotonic() + 30
-            while raw.llen(queue_key(name)) < n + 1:
-                assert time.monotonic() < deadline, "a process did not queue"
-                time.sleep(0.01)
-        lock.unlock()
-        got = sorted((out.get(timeout=30) for _ in procs), key=lambda item: item[1])
-        for p in procs:
-            p.join(10)
+        procs: list[BaseProcess] = []
+        with processes.ending(procs):
+            for n in range(4):
+                p = ctx.Process(target=_queued_process, args=(real_url, name, n, out))
+                p.start()
+                procs.append(p)
+                deadline = time.monotonic() + 30
+                while raw.llen(queue_key(name)) < n + 1:
+                    assert time.monotonic() < deadline, "a process did not queue"
+                    time.sleep(0.01)
+            lock.unlock()
+            got = sorted((out.get(timeout=30) for _ in procs), key=lambda item: item[1])
+            for proc in procs:
+                proc.join(10)
     assert [n for n, _ in got] == [0, 1, 2, 3]
     raw.close()
 
@@ -173,22 +177,22 @@ def test_a_dead_waiter_delays_the_queue_by_at_most_its_slot(real_url: str, name:
         "import sys, syncprims\n"
         "c = syncprims.connect(sys.argv[1], fair_lock_wait_timeout=float(sys.argv[3]))\n"
         "lock = c.get_fair_lock(sys.argv[2])\n"
-        "print('ready', flush=True)\n"
+        "print(c.id, flush=True)\n"
         "sys.stdin.readline()\n"
         "lock.lock()\n"
     )
     with syncprims.connect(real_url, fair_lock_wait_timeout=slot) as client:
         lock = client.get_fair_lock(name)
-        doomed = subprocess.Popen(
+        with processes.child(
             [sys.executable, "-c", code, real_url, name, str(slot)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-        )
-        try:
+        ) as doomed:
             assert doomed.stdin is not None and doomed.stdout is not None
-            assert doomed.stdout.readline() == b"ready\n"
+            child_id = doomed.stdout.readline().strip()
+            assert child_id
             lock.lock(lease_time=0.5)  # the dead waiter's deadline: now + 0.5 s + its 1 s slot
-            doomed.stdin.write(b"go\n")
+            doomed.stdin.write("go\n")
             doomed.stdin.flush()
             deadline = time.monotonic() + 30
             while raw.llen(queue_key(name)) < 1:
@@ -197,12 +201,14 @@ def test_a_dead_waiter_delays_the_queue_by_at_most_its_slot(real_url: str, name:
             dead_deadline_ms = raw.zscore(timeout_key(name), raw.lindex(queue_key(name), 0) or "")
             doomed.send_signal(signal.SIGKILL)
             doomed.wait(10)
-        finally:
-            doomed.kill()
-            doomed.wait(10)
-            for pipe in (doomed.stdin, doomed.stdout):
-                if pipe is not None:
-                    pipe.close()
+        # Dead to Redis: its connections closed (a release in the moment before Redis reads
+        # their end sees a live, stopped waiter and grants it the lock for its lease, as
+        # docs/fair-lock.md says; the kernel closed them, Redis reads that on its next turn).
+        grant_channel = lock_grant_channel_prefix(name) + child_id
+        deadline = time.monotonic() + 10
+        while raw.pubsub_numsub(grant_channel)[0][1] > 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         lock.unlock()
         start = time.monotonic()
         assert lock.try_lock(wait_time=10)  # queued behind the dead waiter
@@ -260,14 +266,23 @@ def test_layout_and_messages_match_redisson(url: str, raw: redis.Redis, name: st
 
 
 async def test_unlock_of_an_expired_fair_lock_raises_and_wakes_the_head(
-    face: Face, client: Any, raw: redis.Redis, name: str
+    face: Face, url: str, raw: redis.Redis, name: str
 ) -> None:
+    # Decided by the order of events, not by the machine's speed: a's lease lasts until the
+    # head has queued (a 0.3 s lease could run out first on a busy machine, and the head then
+    # took the free lock without queueing), and then ends in Redis at once, which publishes
+    # nothing. The head re-checks neither for 60 s nor before its 20 s wait ends: it gets in
+    # within 10 s through the unlock's wake-up, or through an attempt it had in flight when
+    # the lease ended (e.g. the one after its grant subscription is confirmed).
+    client = await face.connect(url, wait_recheck_interval=60)
     lock = client.get_fair_lock(name)
     a, b = face.actor(), face.actor()
-    await a(lock.lock, lease_time=0.3)
-    waiter = asyncio.ensure_future(b(lock.try_lock, wait_time=20, lease_time=5))
+    await a(lock.lock, lease_time=30)
+    (a_field,) = raw.hkeys(name)
+    waiter = asyncio.ensure_future(b(lock.try_lock, wait_time=20, lease_time=30))
     await _until(lambda: raw.llen(queue_key(name)) == 1)
-    await asyncio.sleep(0.35)  # a's lease ran out; the head does not know yet
+    raw.pexpire(name, 1)  # a's lease runs out
+    await _until(lambda: not raw.hexists(name, a_field))
     with pytest.raises(LockNotHeldError):
         await a(lock.unlock)
     assert await within(10, waiter)

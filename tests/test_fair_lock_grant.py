@@ -23,7 +23,7 @@ import pytest
 import redis
 
 import syncprims
-from syncprims._core.grant import Grant
+from syncprims._core.lock.grant import Grant
 from syncprims._embedded import RedisServer
 from syncprims._protocol.names import fair_grant_registry_name, lock_grant_marker_name
 from tests import test_lock_grant as _grant_tests

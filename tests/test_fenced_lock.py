@@ -11,9 +11,11 @@ import sys
 import time
 from typing import Any
 
+import pytest
 import redis
 
 import syncprims
+from tests import processes
 from tests.harness import Face, raw_redis
 
 # A storage that accepts a write only with a token at least as high as any it has seen.
@@ -47,6 +49,27 @@ async def test_tokens_strictly_increase(face: Face, client: Any, name: str) -> N
     await b(lock.unlock)
 
 
+async def test_durable_tokens_strictly_increase_from_the_servers_clock(
+    face: Face, client: Any, raw: Any, name: str
+) -> None:
+    lock = client.get_fenced_lock(name, durable_tokens=True)
+    a, b = face.actor(), face.actor()
+    seconds, micros = raw.time()
+    floor = seconds * 1_000_000 + micros
+    first = await a(lock.lock_and_get_token)
+    second = await a(lock.try_lock_and_get_token)  # reentrant: a new token too
+    assert floor <= first < second
+    await a(lock.unlock)
+    await a(lock.unlock)
+    raw.set(lock._core.token_key, 5)  # a counter set back (restored, evicted, Redisson's)
+    third = await b(lock.lock_and_get_token)
+    assert third > second
+    assert await b(lock.get_token) == third  # kept in Redisson's layout: an integer
+    await b(lock.unlock)
+    with pytest.raises(TypeError, match="durable_tokens"):
+        client.get_fenced_lock(name, durable_tokens="yes")
+
+
 async def test_lock_and_get_token_honours_the_lease(face: Face, client: Any, name: str) -> None:
     lock = client.get_fenced_lock(name)
     a = face.actor()
@@ -75,14 +98,14 @@ def test_a_paused_holders_stale_write_is_rejected(real_url: str, name: str) -> N
         "r = redis.Redis.from_url(url)\n"
         "print(r.eval(script, 2, name + ':data', name + ':fence', token, 'stale'), flush=True)\n"
     )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", holder_code, real_url, name, FENCED_WRITE],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    raw = redis.Redis.from_url(real_url)
-    try:
+    with (
+        redis.Redis.from_url(real_url) as raw,
+        processes.child(
+            [sys.executable, "-c", holder_code, real_url, name, FENCED_WRITE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        ) as holder,
+    ):
         assert holder.stdin is not None and holder.stdout is not None
         old_token = int(holder.stdout.readline())
         holder.send_signal(signal.SIGSTOP)
@@ -100,14 +123,6 @@ def test_a_paused_holders_stale_write_is_rejected(real_url: str, name: str) -> N
             assert holder.stdout.readline().strip() == "0"  # the frozen holder's write: rejected
             assert raw.get(f"{name}:data") == b"fresh"
             lock.unlock()
-    finally:
-        holder.send_signal(signal.SIGCONT)
-        holder.kill()
-        holder.wait(10)
-        for stream in (holder.stdin, holder.stdout):
-            if stream is not None:
-                stream.close()
-        raw.close()
 
 
 def test_layout(url: str, name: str) -> None:

@@ -42,11 +42,16 @@ def test_a_stale_token_cannot_overwrite_a_newer_write(redis_server: RedisServer)
     key = f"fenced:{uuid.uuid4().hex}"
     with syncprims.connect(app) as client:
         stale, newer = _two_tokens(client, f"{key}:lock")
-    assert fencing.fenced_set(app, key, "newer", newer)
-    assert not fencing.fenced_set(app, key, "stale", stale)  # refused
+    assert fencing.fenced_set(app, key, "newer", newer, writer="b")
+    assert not fencing.fenced_set(app, key, "stale", stale, writer="a")  # refused
     assert app.get(key) == b"newer"
     assert fencing.get_fence(app, key) == newer
-    assert fencing.fenced_set(app, key, "newer again", newer)  # the same holder, again
+    assert fencing.fenced_set(app, key, "newer again", newer, writer="b")  # the same holder
+    assert app.get(key) == b"newer again"
+    # The same token from another writer, or from none (after an empty restart a stale
+    # holder can carry the newer holder's token): refused.
+    assert not fencing.fenced_set(app, key, "same token", newer, writer="a")
+    assert not fencing.fenced_set(app, key, "same token", newer)
     assert app.get(key) == b"newer again"
     assert fencing.fenced_set(app, key, "next", newer + 1, px=60_000)
     assert 0 < app.pttl(key) <= 60_000
@@ -71,8 +76,10 @@ async def test_the_asyncio_helpers(redis_server: RedisServer) -> None:
     async with await syncprims.asyncio.connect(app) as client:
         lock = client.get_fenced_lock(f"{key}:lock")
         token = await lock.lock_and_get_token(lease_time=30)
-        assert await fencing.afenced_set(app, key, "mine", token)
+        assert await fencing.afenced_set(app, key, "mine", token, writer="w")
+        assert await fencing.afenced_set(app, key, "mine", token, writer="w")
         assert not await fencing.afenced_set(app, key, "older", token - 1)
+        assert not await fencing.afenced_set(app, key, "other", token, writer="x")
         assert await fencing.aget_fence(app, key) == token
         await lock.unlock()
     assert await app.get(key) == b"mine"
@@ -86,15 +93,18 @@ async def test_the_asyncio_helpers(redis_server: RedisServer) -> None:
         (("v", True), TypeError),
         (("v", 1.5), TypeError),
         ((None, 1), TypeError),
+        (("v", 1, ""), TypeError),
+        (("v", 1, 7), TypeError),
     ],
 )
 def test_bad_input_sends_nothing(
-    redis_server: RedisServer, args: tuple[Any, Any], error: type[Exception]
+    redis_server: RedisServer, args: tuple[Any, ...], error: type[Exception]
 ) -> None:
     app = redis.Redis(port=redis_server.port)
     key = f"fenced:{uuid.uuid4().hex}"
+    value, token, *writer = args
     with pytest.raises(error):
-        fencing.fenced_set(app, key, *args)
+        fencing.fenced_set(app, key, value, token, writer=writer[0] if writer else None)
     with pytest.raises(ValueError, match="px"):
         fencing.fenced_set(app, key, "v", 1, px=0)
     assert app.exists(key, fencing.fence_key(key)) == 0
@@ -113,7 +123,8 @@ def postgres() -> Iterator[Any]:
         )
     table = f"fenced_{uuid.uuid4().hex[:12]}"
     conn.execute(
-        f"CREATE TABLE {table} (id text PRIMARY KEY, value text, fence bigint NOT NULL DEFAULT 0)"
+        f"CREATE TABLE {table} (id text PRIMARY KEY, value text, fence bigint NOT NULL "
+        "DEFAULT 0, writer text NOT NULL DEFAULT '', version bigint NOT NULL DEFAULT 0)"
     )
     try:
         yield conn, table
@@ -123,15 +134,65 @@ def postgres() -> Iterator[Any]:
 
 
 def test_fenced_writes_in_sql(redis_server: RedisServer, postgres: tuple[Any, str]) -> None:
-    """The pattern of docs/fenced-lock.md: one ``UPDATE ... WHERE fence <= token``; a row
-    count of 0 means refused."""
+    """The pattern of docs/fenced-lock.md: one conditional ``UPDATE``; a row count of 0
+    means refused. An equal token is taken from the same writer only; a read-modify-write
+    also checks the version it read."""
     conn, table = postgres
     conn.execute(f"INSERT INTO {table} (id, value) VALUES ('report', 'initial')")
-    update = f"UPDATE {table} SET value = %s, fence = %s WHERE id = %s AND fence <= %s"
+    update = (
+        f"UPDATE {table} SET value = %(value)s, fence = %(token)s, writer = %(writer)s, "
+        "version = version + 1 WHERE id = %(id)s AND (fence < %(token)s OR (fence = "
+        "%(token)s AND writer = %(writer)s))"
+    )
+
+    def write(value: str, token: int, writer: str) -> int:
+        params = {"value": value, "token": token, "writer": writer, "id": "report"}
+        return int(conn.execute(update, params).rowcount)
+
     with syncprims.connect(redis_server.url) as client:
         stale, newer = _two_tokens(client, f"fenced:{uuid.uuid4().hex}")
-    assert conn.execute(update, ("newer", newer, "report", newer)).rowcount == 1
-    assert conn.execute(update, ("stale", stale, "report", stale)).rowcount == 0  # refused
-    assert conn.execute(update, ("again", newer, "report", newer)).rowcount == 1
+    assert write("newer", newer, "b") == 1
+    assert write("stale", stale, "a") == 0  # refused
+    assert write("again", newer, "b") == 1  # the same holder, again
+    assert write("same token", newer, "a") == 0  # a repeated token from another holder
     row = conn.execute(f"SELECT value, fence FROM {table} WHERE id = 'report'").fetchone()
     assert row == ("again", newer)
+    # Read-modify-write: the write names the version it read.
+    value, version = conn.execute(
+        f"SELECT value, version FROM {table} WHERE id = 'report'"
+    ).fetchone()
+    rmw = f"{update} AND version = %(version)s"
+    params = {"value": value + "+1", "token": newer, "writer": "b", "id": "report"}
+    conn.execute(f"UPDATE {table} SET version = version + 1 WHERE id = 'report'")  # another write
+    assert conn.execute(rmw, {**params, "version": version}).rowcount == 0  # read was stale
+    assert conn.execute(rmw, {**params, "version": version + 1}).rowcount == 1
+
+
+def test_durable_tokens_stay_higher_across_an_empty_restart_and_eviction() -> None:
+    """Redisson's counter starts again from 1 after an empty restart (a stale holder's token
+    can equal a later holder's); a durable token stays above every earlier one."""
+    with RedisServer() as server:
+        with syncprims.connect(server.url) as client:
+            plain = client.get_fenced_lock("plain")
+            durable = client.get_fenced_lock("durable", durable_tokens=True)
+            before = [lock.lock_and_get_token(lease_time=30) for lock in (plain, durable)]
+            assert before[0] == 1 and before[1] > 1_700_000_000_000_000  # microseconds
+            for lock in (plain, durable):
+                lock.unlock()
+            assert durable.lock_and_get_token(lease_time=30) > before[1]  # reentry counts
+            assert durable.lock_and_get_token(lease_time=30) > before[1]
+            durable.unlock()
+            durable.unlock()
+        server.restart()  # empty: no persistence
+        with syncprims.connect(server.url) as client:
+            plain = client.get_fenced_lock("plain")
+            durable = client.get_fenced_lock("durable", durable_tokens=True)
+            assert plain.lock_and_get_token(lease_time=30) == before[0]  # repeated: not durable
+            after = durable.lock_and_get_token(lease_time=30)
+            assert after > before[1]
+            durable.unlock()
+            raw = redis.Redis(port=server.port)
+            raw.delete("redisson_lock_token:{durable}")  # as an eviction would
+            assert durable.lock_and_get_token(lease_time=30) > after
+            durable.unlock()
+            raw.close()

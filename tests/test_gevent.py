@@ -23,6 +23,7 @@ import pytest
 import syncprims
 from syncprims._gevent import refuse_if_monkey_patched
 from syncprims.errors import MonkeyPatchedError
+from tests import processes
 from tests.harness import raw_redis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,15 +65,7 @@ IMPORTED_ONLY = textwrap.dedent(
 
 def run(program: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-c", program, *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
+    return processes.run([sys.executable, "-c", program, *args], timeout=30, cwd=ROOT, env=env)
 
 
 @pytest.mark.real
@@ -116,3 +109,33 @@ def test_an_eventlet_patched_process_is_refused(monkeypatch: pytest.MonkeyPatch)
         syncprims.connect("redis://127.0.0.1:1")  # refused before a connection is tried
     patched.clear()
     refuse_if_monkey_patched()  # imported but not patched: accepted
+
+
+PATCHED_AFTER_CONNECT = textwrap.dedent(
+    """
+    import sys
+    import syncprims
+
+    url, name = sys.argv[1], sys.argv[2]
+    client = syncprims.connect(url)  # before the patching: accepted
+    from gevent import monkey
+    monkey.patch_all()
+    try:
+        client.get_lock(name).lock()
+    except syncprims.MonkeyPatchedError as error:
+        print(type(error).__name__, error, sep=": ")
+        sys.exit(0)
+    sys.exit(3)
+    """
+)
+
+
+@pytest.mark.real
+def test_a_client_connected_before_the_patching_is_refused_at_its_next_acquisition(
+    real_url: str, name: str
+) -> None:
+    pytest.importorskip("gevent", reason="gevent is not installed (pip install gevent)")
+    result = run(PATCHED_AFTER_CONNECT, real_url, name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("MonkeyPatchedError: this process is monkey-patched by gevent")
+    assert raw_redis(real_url).keys(f"{name}*") == []  # nothing was written

@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ import syncprims
 from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
 from syncprims.cli import main
 from syncprims.cli.inspection import Snapshot, snapshot
-from tests.harness import raw_redis
+from tests.harness import cli_process, end_process_group, raw_redis
 
 pytestmark = pytest.mark.real
 
@@ -251,19 +250,16 @@ def test_json_output(
 
 
 def test_watch_refreshes_until_ctrl_c(real_url: str, name: str) -> None:
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "syncprims", "inspect", name, "--url", real_url, "--watch",
-         "--json", "--interval", "0.2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    watch = cli_process(
+        "inspect", name, "--url", real_url, "--watch", "--json", "--interval", "0.2"
+    )
     try:
         assert watch.stdout is not None
         lines = [watch.stdout.readline() for _ in range(3)]  # three reads, one a line
         os.killpg(watch.pid, signal.SIGINT)
         _, err = watch.communicate(timeout=10)
     finally:
-        if watch.poll() is None:
-            watch.kill()
+        end_process_group(watch)
     assert [json.loads(line)["kind"] for line in lines] == ["none"] * 3
     assert watch.returncode == 0
     assert "Traceback" not in err
@@ -373,3 +369,34 @@ def test_on_a_sentinel_master(
         status, _, _ = run_cli(capsys, "unlock", name, "--url", sentinels.url, "--force", "--yes")
         assert status == 0
         assert not lock.is_locked()
+
+
+def test_inspect_writes_nothing(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """docs/operations.md: inspect "reads, and never writes". Each command the server ran
+    during the runs (its INFO commandstats) is asked for its flags: none writes, and no key
+    (no client record) is left."""
+    with RedisServer() as server, syncprims.connect(server.url) as client:
+        lock = client.get_lock(name)
+        lock.lock()
+        raw = raw_redis(server.url)
+        keys = set(raw.keys())
+        before = raw.info("commandstats")
+        for _ in range(3):
+            assert run_cli(capsys, "inspect", name, "--url", server.url)[0] == 0
+        assert run_cli(capsys, "inspect", name, "--url", server.url, "--json")[0] == 0
+        after = raw.info("commandstats")
+        ran = [
+            stat.removeprefix("cmdstat_")
+            for stat, counts in after.items()
+            if counts["calls"] > before.get(stat, {"calls": 0})["calls"]
+        ]
+        assert "info" in ran and "hgetall" in ran  # it did read
+        writes = []
+        for command in ran:
+            reply = raw.execute_command("COMMAND", "INFO", command)
+            if "write" in next(iter(reply.values()))["flags"]:  # redis-py parses it
+                writes.append(command)
+        assert writes == []
+        assert set(raw.keys()) == keys  # no record of the inspecting client
+        raw.close()
+        lock.unlock()

@@ -12,7 +12,6 @@ grant, ``Config.lock_grant_direct``, the default) and the reader thread's messag
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import threading
 import time
@@ -24,9 +23,10 @@ import pytest
 import redis
 
 import syncprims
-from syncprims._core import grant as grant_module
-from syncprims._core import onewake as onewake_module
-from syncprims._core.grant import Grant, GrantWait, grant_policy
+from syncprims._core.lock import grant as grant_module
+from syncprims._core.lock import wakeup as wakeup_module
+from syncprims._core.lock.clientstate import ClientLocks, client_locks
+from syncprims._core.lock.grant import Grant, GrantWait, grant_policy
 from syncprims._embedded import RedisServer
 from syncprims._protocol.names import (
     lock_channel,
@@ -34,7 +34,7 @@ from syncprims._protocol.names import (
     lock_handoff_list_prefix,
     lock_waiters_name,
 )
-from syncprims._transport.connections import give, take
+from syncprims._transport.compat import give, take
 from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, within
 from tests.test_lock_one_wake import _Entry, _registered
@@ -78,15 +78,9 @@ async def _connect(face: Face, url: str, **options: Any) -> Any:
     )
 
 
-@contextlib.contextmanager
-def _grant_waits() -> Iterator[dict[str, GrantWait]]:
-    """The process's table of waits that may be granted, restored afterwards."""
-    saved = dict(grant_module._GRANT_WAITS)
-    try:
-        yield grant_module._GRANT_WAITS
-    finally:
-        grant_module._GRANT_WAITS.clear()
-        grant_module._GRANT_WAITS.update(saved)
+def _grant_waits(client: Any) -> dict[str, GrantWait]:
+    """The client's table of waits that may be granted."""
+    return client_locks(client._ex).grant_waits
 
 
 def _field(member: str) -> str:
@@ -302,10 +296,8 @@ def waits_ending_while_granted(
         assert raw.exists(name) == 0
         if check is not None:
             check(raw, name)
-        ids = {client.id for client in clients}  # every wait's record was dropped
-        assert [
-            m for m in grant_module._GRANT_WAITS if m.split("|", 3)[3].split(":")[0] in ids
-        ] == []
+        # every wait's record was dropped
+        assert [m for client in clients for m in _grant_waits(client)] == []
     finally:
         for client in clients:
             client.shutdown()
@@ -324,20 +316,20 @@ def test_the_grant_rule() -> None:
     table: dict[str, _Entry] = {}
     lock, grants = _Entry(table, "lock"), _Entry(table, "grant")
     given_back: list[str] = []
-    rule = grant_policy(lambda member: "lock", given_back.append)
-    wait = GrantWait(30_000, "client:1")
+    client = ClientLocks()
+    rule = grant_policy(client, lambda member: "lock", given_back.append)
+    wait = GrantWait(30_000, "client:1", 1)
     wait.floor = 12.5
-    with _grant_waits() as waits:
-        waits[wait.member] = wait
-        rule(grants, wait.member.encode())
-        assert wait.granted == wait.member and wait.since == 12.5
-        assert lock.woken == 100 and given_back == []  # the lock channel's waiters woke
-        rule(grants, b"g|30000|0.0|client:2")  # nobody waits for it: given back
-        assert given_back == ["g|30000|0.0|client:2"]
-        wait.claimed = True
-        rule(grants, wait.member.encode())  # taken already (by an attempt): given back
-        assert given_back[-1] == wait.member
-        assert lock.woken == 100
+    client.grant_waits[wait.member] = wait
+    rule(grants, wait.member.encode())
+    assert wait.granted == wait.member and wait.since == 12.5
+    assert lock.woken == 100 and given_back == []  # the lock channel's waiters woke
+    rule(grants, b"g|30000|0.0|client:2")  # nobody waits for it: given back
+    assert given_back == ["g|30000|0.0|client:2"]
+    wait.grant_claimed()
+    rule(grants, wait.member.encode())  # taken already (by an attempt): given back
+    assert given_back[-1] == wait.member
+    assert lock.woken == 100
 
 
 def test_a_long_wait_keeps_one_registration(redis_server: RedisServer) -> None:
@@ -352,14 +344,14 @@ def test_a_long_wait_keeps_one_registration(redis_server: RedisServer) -> None:
         result: list[bool] = []
         thread = _wait_in_thread(waiter, name, result)
         time.sleep(3.5)  # three or four attempts, one a second
-        mine = [m for m in grant_module._GRANT_WAITS if waiter.id in m]
+        mine = list(_grant_waits(waiter))
         assert len(mine) == 1
         registered: list[bytes] = raw.zrange(lock_waiters_name(name), 0, -1)
         assert [m.decode() for m in registered] == mine
         holder.get_lock(name).unlock()
         thread.join(10)
         assert result == [True]
-        assert [m for m in grant_module._GRANT_WAITS if waiter.id in m] == []
+        assert list(_grant_waits(waiter)) == []
     finally:
         holder.shutdown()
         waiter.shutdown()
@@ -414,7 +406,7 @@ def test_a_release_that_grants_nobody_wakes_a_direct_waiter(
     """A thread popping its grant list is still woken by the lock channel's "0" (here a
     Redisson client's release): the wake-up pushes a token on its list. Re-checks are a
     minute apart in this test, so only the wake-up can end the wait within 10 s."""
-    monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
+    monkeypatch.setattr(wakeup_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
     monkeypatch.setattr(grant_module, "ONE_WAKE_SLICE_MS", 60_000)  # a grant wait's
     name = f"test:{uuid.uuid4().hex[:12]}"
     waiter = syncprims.connect(redis_server.url, lock_synced_replicas=0, wait_recheck_interval=60)
@@ -550,7 +542,7 @@ async def test_a_grant_message_wakes_its_waiter_alone(
     waited longest, and its message wakes that waiter alone: the others run no attempt (no
     herd within the client). Re-checks are a minute apart here, so any script but the
     release's would be a woken waiter's."""
-    monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
+    monkeypatch.setattr(wakeup_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
     monkeypatch.setattr(grant_module, "ONE_WAKE_SLICE_MS", 60_000)  # a grant wait's
     name = f"test:{uuid.uuid4().hex[:12]}"
     raw: Any = redis.Redis.from_url(redis_server.url)

@@ -14,6 +14,7 @@ import syncprims
 import syncprims.asyncio
 from syncprims import LockLostError, LockNotHeldError
 from syncprims._embedded import RedisServer
+from tests.conftest import LOCK_KINDS
 from tests.harness import Face, MakeLock
 
 
@@ -179,7 +180,9 @@ def test_hold_or_cancel_with_a_lease_and_normal_exits(real_url: str) -> None:
 
 
 @pytest.mark.parametrize("outcome", ["renewed", "failed"])
-async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(outcome: str) -> None:
+async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(
+    outcome: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A hold unlocked while a renewal call for it is unanswered does not go back on the
     timing wheel when the reply (or the failure) comes: it would stay there, dead, for a
     renewal period."""
@@ -207,6 +210,12 @@ async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(outc
                 raise ConnectionError("no reply")
             return [1, 1]
 
+        async def command(self, *args: str | int, context: str, route: str | None = None) -> object:
+            return b"run_id:one\r\nevicted_keys:0\r\n"  # INFO: a server that kept its data
+
+        async def eval_then(self, call: ScriptCall, then: Any, *, context: str) -> tuple[Any, Any]:
+            raise AssertionError("no replica sync was asked for")
+
     # A renewal period of 1 s and a retry 1 s later: "kept" stays on the wheel while the
     # test looks, however slow the loop is at that moment.
     watchdog = Watchdog(Services(), Runner(), lease=3.0, batch_size=10, retry_delay=1.0)
@@ -223,5 +232,60 @@ async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(outc
         assert watchdog.lease_end("kept", "owner:1") is not None
         # A failed call may still run in Redis: its hold stays remembered (module docstring).
         assert watchdog.may_renew_late("unlocked", "owner:1") == (outcome == "failed")
+        if outcome == "failed":
+            # ... but not for ever: no copy of it can arrive later than LATE_COPY after it
+            # was sent, and a later drop forgets it then (the memory stays bounded).
+            from syncprims._protocol.timing import LATE_COPY, clock
+            from syncprims._services import watchdog as watchdog_module
+
+            later = clock() + LATE_COPY + 1
+            monkeypatch.setattr(watchdog_module, "clock", lambda: later)
+            other = watchdog_module._Renewal("other", "owner:2", later, LOCK_RENEWAL, 30.0)
+            other.unanswered = 1  # its renewal failed too
+            watchdog._renewals[("other", "owner:2")] = other
+            with watchdog._mutex:
+                watchdog._drop(other)
+            assert not watchdog.may_renew_late("unlocked", "owner:1")
+            assert watchdog.may_renew_late("other", "owner:2")
     finally:
         watchdog.aclose()
+
+
+ALL_KINDS: dict[str, MakeLock] = {
+    **LOCK_KINDS,
+    "read": lambda client, name, **kw: client.get_read_write_lock(name, **kw).read_lock(),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "holds"),
+    [("rlock", 1), ("rlock", 2), *[(kind, 3) for kind in ALL_KINDS]],
+)
+async def test_one_loss_is_reported_once_whatever_the_hold_count(
+    face: Face, url: str, name: str, kind: str, holds: int
+) -> None:
+    """A hold taken ``holds`` times and then lost calls ``on_lost`` once, tells a loss
+    listener once and counts one loss: an alert or a compensating action runs once."""
+    reports: list[str] = []
+    heard: list[object] = []
+    reported = threading.Event()
+
+    def on_lost(_name: str, reason: str) -> None:
+        reports.append(reason)
+        reported.set()
+
+    client = await face.connect(url, lock_watchdog_timeout=0.6)
+    other = await face.connect(url)
+    mine = ALL_KINDS[kind](client, name, on_lost=on_lost)
+    a = face.actor()
+    owner = client.new_owner()
+    for _ in range(holds):
+        await a(mine.lock, owner=owner)
+    mine._core.holds.add_loss_listener(owner.value, heard.append)
+    await face.actor()(ALL_KINDS[kind](other, name).force_unlock)
+    assert await asyncio.get_running_loop().run_in_executor(None, reported.wait, 5)
+    await asyncio.sleep(0.6)  # three renewal periods more: nothing is reported again
+    assert len(reports) == 1, reports
+    assert len(heard) == 1, heard
+    assert client._ex.watchdog.lost == 1
+    assert mine._core.holds.lost_reason(owner.value) is not None

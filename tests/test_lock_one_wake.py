@@ -19,7 +19,7 @@ import redis
 
 import syncprims
 from syncprims._core.lock import lock_policy
-from syncprims._core.onewake import (
+from syncprims._core.lock.wakeup import (
     ONE_WAKE_RESERVATION_MS,
     ONE_WAKE_SLICE_MS,
     herald_policy,

@@ -15,10 +15,12 @@ import redis
 import syncprims
 import syncprims.asyncio
 from syncprims import LockNotHeldError
-from syncprims._core import grant as grant_module
-from syncprims._core import onewake as onewake_module
+from syncprims._core.lock import grant as grant_module
+from syncprims._core.lock import wakeup as wakeup_module
 from syncprims._embedded import RedisServer
 from syncprims._protocol import scripts
+from syncprims._protocol.contracts import PENDING
+from tests import processes
 from tests.harness import Face, lock_fields, lock_owners, released_everywhere, within
 
 pytestmark = pytest.mark.real
@@ -79,7 +81,7 @@ async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
     (as the raw fan-out it is measured against), not the one wake-up's. An RLock waiter of
     the same name on one master, which did register, is still woken by the RedLock
     release's ``0`` (re-checks a minute apart here: only the wake-up can end the wait)."""
-    monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
+    monkeypatch.setattr(wakeup_module, "ONE_WAKE_SLICE_MS", 60_000)  # the scripts' slice
     monkeypatch.setattr(grant_module, "ONE_WAKE_SLICE_MS", 60_000)  # a grant wait's
     raws: list[Any] = [redis.Redis.from_url(server.url) for server in five]
     try:
@@ -101,10 +103,12 @@ async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
         await b(single.get_lock(name).unlock)
         assert await released_everywhere(five, name) == [0, 0, 0, 0, 0]
         plain = [scripts.LOCK_ACQUIRE.sha, scripts.LOCK_UNLOCK.sha]
-        one_wake = [scripts.LOCK_ACQUIRE_ONE.sha, scripts.LOCK_UNLOCK_ONE.sha]
         for raw in raws[1:]:  # only the RedLock ran scripts there
             assert raw.script_exists(*plain) == [True, True]
-            assert raw.script_exists(*one_wake) == [False, False]
+            # Never the one wake-up's acquire. (A grant that came after the fan-out had its
+            # quorum is undone in the background by the lock's own unlock, which may be the
+            # one wake-up's: seen on a loaded machine, and harmless.)
+            assert raw.script_exists(scripts.LOCK_ACQUIRE_ONE.sha) == [False]
     finally:
         for raw in raws:
             raw.close()
@@ -334,13 +338,12 @@ def test_connect_many_needs_a_majority(doomed: list[RedisServer]) -> None:
 
 
 def test_redlock_demo_survives_killed_masters(tmp_path: Any) -> None:
-    import subprocess
     import sys
 
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "syncprims", "demo", "--primitive", "redlock", "--masters", "5",
          "--processes", "2", "--threads", "2", "--seconds", "4"],
-        capture_output=True, text=True, timeout=120, check=False,
+        timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "killed 2 of 5 masters" in result.stdout
@@ -351,7 +354,7 @@ async def test_the_fast_fan_out_loads_a_flushed_script(five: list[RedisServer], 
     """The asyncio fan-out queues each master's call on its shared connection without a
     task; a NOSCRIPT reply (the script cache flushed) takes the per-call path, which loads
     the script: the lock is taken and released on every master."""
-    from syncprims._runtime.aio import _shared_servers
+    from syncprims._transport.aio.server import AsyncServer
 
     raws: list[Any] = [redis.Redis.from_url(server.url) for server in five]
     masters = await syncprims.asyncio.connect_many(_urls(five))
@@ -360,7 +363,8 @@ async def test_the_fast_fan_out_loads_a_flushed_script(five: list[RedisServer], 
         await red.lock(lease_time=30)
         await red.unlock()
         executors = [client._ex for client in masters.clients]
-        assert _shared_servers(executors) is not None  # the fast path is taken from here
+        servers = [ex.transport for ex in executors]
+        assert all(isinstance(s, AsyncServer) and s.shares_open() for s in servers)  # fast path
         for raw in raws:
             raw.script_flush()
         await red.lock(lease_time=30)
@@ -423,7 +427,7 @@ def test_a_one_lock_multi_lock_takes_the_single_call_path(
     single call, with the same outcomes: held, refused to another client, its script loaded
     again after SCRIPT FLUSH, released."""
     import syncprims._runtime.sync as sync_runtime
-    from syncprims._transport.fanout import fan_out as real_fan_out
+    from syncprims._transport.blocking.fanout import fan_out as real_fan_out
 
     fanned: list[int] = []
 
@@ -459,7 +463,7 @@ def test_a_red_lock_attempt_is_routed_once_and_remade_for_a_new_field(
     calls, so every attempt names the field and lease it should. A list of calls (a
     release's) is routed afresh every time."""
     import syncprims._runtime.sync as sync_runtime
-    from syncprims._transport.fanout import fan_out as real_fan_out
+    from syncprims._transport.blocking.fanout import fan_out as real_fan_out
 
     routed: list[Any] = []
 
@@ -517,3 +521,110 @@ def test_a_fair_sub_locks_attempts_each_carry_the_time(
         assert admin.hkeys(name) != [b"dead-client:1"]
         multi.unlock()
     admin.close()
+
+
+@pytest.mark.parametrize("holds", [1, 3])
+async def test_a_red_lock_is_lost_with_its_quorum_and_told_once(
+    face: Face, five: list[RedisServer], name: str, holds: int
+) -> None:
+    """Losing a minority of the masters' holds is not losing a RedLock; losing the quorum is,
+    told once (``on_lost``, ``is_lost``, ``ensure_held``) whatever the hold count."""
+    told: list[tuple[str, str]] = []
+    masters = await face.connect_many(_urls(five), lock_watchdog_timeout=0.6)
+    red = masters.get_red_lock(name, on_lost=lambda n, reason: told.append((n, reason)))
+    a = face.actor()
+    for _ in range(holds):
+        await a(red.lock)
+    raws = [redis.Redis.from_url(server.url) for server in five]
+    try:
+        # The masters that granted it: all five, or (a loaded machine) a quorum whose
+        # fan-out stopped before a late one answered, whose grant was then given back.
+        # (read until it stays the same for 0.3 s: a late grant is given back in the
+        # background, moments after the acquire returned)
+        holders: list[redis.Redis] = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            now = [raw for raw in raws if raw.exists(name)]
+            if now == holders:
+                break
+            holders = now
+            await asyncio.sleep(0.3)
+        assert len(holders) >= 3
+        for raw in holders[: len(holders) - 3]:  # a minority: still held
+            raw.delete(name)
+        await asyncio.sleep(0.8)  # every hold renewed at least once since
+        assert told == [] and not await a(lambda: red.is_lost)
+        await a(red.ensure_held)
+        holders[-1].delete(name)  # the quorum is gone
+        deadline = time.monotonic() + 5
+        while not told and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.6)  # more renewal periods: nothing is told again
+        assert [n for n, _ in told] == [name]
+        assert await a(lambda: red.is_lost)
+        with pytest.raises(syncprims.LockLostError, match="was lost"):
+            await a(red.ensure_held)
+    finally:
+        for raw in raws:
+            raw.close()
+    for _ in range(holds):
+        with pytest.raises(LockNotHeldError):
+            await a(red.unlock)
+    assert not await a(lambda: red.is_lost)  # forgotten with the hold
+
+
+async def test_a_multi_lock_is_lost_with_any_sub_lock(
+    face: Face, five: list[RedisServer], name: str
+) -> None:
+    told: list[str] = []
+    client = await face.connect(five[0].url, lock_watchdog_timeout=0.6)
+    both = client.get_multi_lock(
+        client.get_lock(f"{name}:a"),
+        client.get_lock(f"{name}:b"),
+        on_lost=lambda n, r: told.append(r),
+    )
+    a = face.actor()
+    await a(both.lock)
+    with pytest.raises(syncprims.LockNotHeldError):
+        await face.actor()(both.ensure_held)  # another owner never held it
+    raw = redis.Redis.from_url(five[0].url)
+    raw.delete(f"{name}:b")
+    raw.close()
+    deadline = time.monotonic() + 5
+    while not told and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert len(told) == 1 and await a(lambda: both.is_lost)
+    with pytest.raises(LockNotHeldError):
+        await a(both.unlock)
+
+
+def test_a_release_whose_replies_are_all_still_to_come_is_retried_not_called_not_held(
+    redis_server: RedisServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fan-out stops waiting with replies still to come (``PENDING``: its calls queued
+    behind a server whose late lane was busy, under latency). Before, the unlock counted
+    0 of 3 released and no error and said "not held" of a lock it held (the 30-minute
+    campaign's MultiLock verdicts, and 2-4 per 25 s in a proxy-latency reproduction);
+    now each such sub-lock's release is retried alone (idempotent by its latch key)."""
+    client = syncprims.connect(redis_server.url)
+    raw = redis.Redis(port=redis_server.port)
+    try:
+        lock = syncprims.MultiLock(*[client.get_lock(f"{name}:{i}") for i in "abc"])
+        lock.lock()
+        executor: Any = lock._core._ex
+        fan_out = executor.eval_many
+        stalled: list[int] = []
+
+        async def first_one_stalls(calls: Any, enough: Any = None) -> list[Any]:
+            if not stalled:  # the release's fan-out: nothing answered in time
+                stalled.append(len(calls))
+                return [PENDING] * len(calls)
+            return list(await fan_out(calls, enough))
+
+        monkeypatch.setattr(executor, "eval_many", first_one_stalls)
+        lock.unlock()
+        assert stalled == [3]
+        assert [raw.exists(f"{name}:{i}") for i in "abc"] == [0, 0, 0]
+    finally:
+        client.shutdown()
+        raw.close()

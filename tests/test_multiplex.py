@@ -1,4 +1,4 @@
-"""The asyncio face's shared connections (``syncprims/_transport/mux.py``): thousands of tasks
+"""The asyncio face's shared connections (``syncprims/_transport/aio/mux.py``): thousands of tasks
 on a few connections, the application's pool left alone, and the exactly-once rules when a
 caller goes away or the connection breaks."""
 
@@ -243,8 +243,9 @@ async def test_replies_read_straight_off_the_hiredis_reader(
     pytest.importorskip("hiredis")
     from redis.exceptions import NoScriptError, ResponseError
 
-    from syncprims._transport.connections import direct_replies, write_now
-    from syncprims._transport.errors import pack
+    from syncprims._protocol.wire import pack
+    from syncprims._transport.aio.replies import direct_replies
+    from syncprims._transport.compat import write_now
 
     app = redis.asyncio.Redis(port=redis_server.port, protocol=protocol)
     pool: Any = app.connection_pool  # make_connection is untyped in redis-py
@@ -265,12 +266,12 @@ async def test_replies_read_straight_off_the_hiredis_reader(
             ("INCR", key),  # an error reply: not an integer
             ("EVALSHA", "0" * 40, 0),  # NOSCRIPT
         ]
-        write_now(conn, [chunk for command in commands for chunk in pack(conn, command)])
+        write_now(conn, [chunk for command in commands for chunk in pack(command)])
         replies = [await direct.next() for _ in commands]
         assert replies[:6] == [b"OK", b"v", None, 1, 2, [b"b", b"a"]]
         assert isinstance(replies[6], ResponseError) and "integer" in str(replies[6])
         assert isinstance(replies[7], NoScriptError)
-        write_now(conn, pack(conn, ("PING",)))  # the stream is still in step
+        write_now(conn, pack(("PING",)))  # the stream is still in step
         assert await direct.next() in (b"PONG", "PONG")
     finally:
         await conn.disconnect()
@@ -293,7 +294,8 @@ async def test_a_socket_timeout_is_not_read_as_a_nil_reply(redis_server: RedisSe
     timer and returns ``None``, which is the acquire script's "acquired" reply."""
     import errno
 
-    from syncprims._transport.connections import aread, direct_replies
+    from syncprims._transport.aio.replies import direct_replies
+    from syncprims._transport.compat import aread
     from syncprims._transport.errors import translate
     from syncprims.errors import RedisConnectionError
 
@@ -334,7 +336,7 @@ async def test_replies_are_parsed_in_the_event_loops_callback(
     trip). The library's own protocol still sees the end of the connection, so a killed
     connection fails over to a new one and closing does not wait forever."""
     pytest.importorskip("hiredis")
-    from syncprims._transport.connections import direct_replies
+    from syncprims._transport.aio.replies import direct_replies
 
     client_name = f"cb-{uuid.uuid4().hex[:8]}"
     app = redis.asyncio.Redis(port=redis_server.port, protocol=protocol, client_name=client_name)

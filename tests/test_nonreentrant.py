@@ -57,6 +57,9 @@ async def test_a_second_acquire_by_the_owner_is_refused_and_changes_nothing(
             await a(again)
         assert info.value.name == name
         assert isinstance(info.value, RuntimeError)
+        message = str(info.value)
+        assert message.count("non-reentrant") == 1, message
+        assert "release it before acquiring it again" in message
     assert raw.hgetall(name) == before  # one hold, count 1
     assert 25_000 < raw.pttl(name) <= 30_000  # the lease was not reset
     assert await a(lock.get_hold_count) == 1

@@ -221,7 +221,7 @@ async def _eventually_async(check: Callable[[], bool], timeout: float = 5) -> bo
 @pytest.fixture(params=["callback", "task"])
 def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """How the asyncio subscriber reads its connection: parsed in the event loop's callback
-    (``connections.read_in_callback``, where redis-py's hiredis parser allows it) or by its
+    (``aio.replies.read_in_callback``, where redis-py's hiredis parser allows it) or by its
     reader task (``aread``, the fall-back for every other parser)."""
     if request.param == "task":
         monkeypatch.setattr(pubsub, "read_in_callback", lambda *args, **kwargs: False)
@@ -232,7 +232,7 @@ def _check_reading(reg: pubsub.TaskSubscriber, reading: str) -> None:
     """The subscriber reads the way ``reading`` asks, where it can: a parser that
     ``read_in_callback`` does not know (pure Python, an older hiredis) keeps the task (no
     skip: a test skipped here would leave its connections open)."""
-    from syncprims._transport.connections import direct_replies
+    from syncprims._transport.aio.replies import direct_replies
 
     conn = reg._conn
     assert conn is not None, "the subscriber has no connection"

@@ -34,7 +34,7 @@ import syncprims
 import syncprims.asyncio
 from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
 from syncprims._protocol import scripts
-from syncprims._transport.connections import atake
+from syncprims._transport.compat import atake
 from tests.faults.proxy import FaultProxy
 from tests.harness import raw_command, redis_py_major
 

@@ -7,6 +7,7 @@ for the replicas the master has and sends no ``WAIT`` at all to a master without
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -85,6 +86,9 @@ def test_connected_replicas_parses_info() -> None:
     )
     assert replicas.connected_replicas(info) == 2  # the one still loading cannot ack yet
     assert replicas.connected_replicas(b"# Replication\r\nrole:slave\r\n") == 0
+    # Decoded, as redis-py 5.0's hiredis parser gives every reply with decode_responses=True
+    # (connect() raised "TypeError: string argument without an encoding" there).
+    assert replicas.connected_replicas(info.decode()) == 2
 
 
 async def test_auto_without_replica_sends_no_wait(face: Face, pair: Pair) -> None:
@@ -284,3 +288,69 @@ async def test_a_wait_ended_by_a_failover_is_undone_and_the_wait_goes_on(
     assert not info.value.maybe_executed
     assert r.exists(lock_name) == 0  # undone
     r.close()
+
+
+@pytest.mark.parametrize("replicas", ["auto", 0])
+async def test_renewals_are_synced_too(face: Face, pair: Pair, replicas: Any) -> None:
+    """A master cut off from its replica (as before a failover that would lose the lock)
+    renews the lease and its replica never sees it: the renewal counts as failed, and the
+    holder is told when its lease runs out. ``lock_synced_replicas=0`` opts out."""
+    told: list[str] = []
+    client = await face.connect(
+        pair.master.url,
+        lock_watchdog_timeout=0.9,
+        replica_sync_timeout=0.05,
+        lock_synced_replicas=replicas,
+        retry_delay=(0.05, 0.1),
+    )
+    lock = client.get_lock(name(), on_lost=lambda _n, reason: told.append(reason))
+    a = face.actor()
+    await a(lock.lock)
+    await asyncio.sleep(0.7)  # renewed, synced
+    assert told == []
+    before = waits(pair.master.url)
+    pair.replica.pause()
+    try:
+        await asyncio.sleep(2.0)  # the lease (0.9 s) ran out twice over
+    finally:
+        pair.replica.resume()
+    if replicas == "auto":
+        assert told == [syncprims.LossReason.RENEWAL_FAILED]
+        assert waits(pair.master.url) > before  # the renewals waited for the replica
+        assert await a(lambda: lock.is_lost)
+    else:
+        assert told == [] and waits(pair.master.url) == before
+        await a(lock.unlock)
+    pair.synced()
+
+
+async def test_min_replicas_to_write_tells_a_cut_off_master_holder(face: Face) -> None:
+    """``min-replicas-to-write 1`` on the master (the server's own guard, docs/cluster.md):
+    a master cut off from its replica refuses writes once the replica's lag passes
+    ``min-replicas-max-lag``, renewals included, so its holder is told when its lease runs
+    out, with or without ``lock_synced_replicas``."""
+    master = RedisServer(args=QUICK)
+    replica = RedisServer(args=[*QUICK, "--replicaof", "127.0.0.1", str(master.port)])
+    try:
+        r = raw_redis(master.url)
+        wait_replica_acks(r)
+        r.config_set("min-replicas-max-lag", 1)
+        r.config_set("min-replicas-to-write", 1)  # once the replica is there
+        r.close()
+        told: list[str] = []
+        client = await face.connect(
+            master.url, lock_watchdog_timeout=0.9, lock_synced_replicas=0, retry_delay=(0.05, 0.1)
+        )
+        lock = client.get_lock(name(), on_lost=lambda _n, reason: told.append(reason))
+        await face.actor()(lock.lock)
+        replica.pause()
+        try:
+            deadline = asyncio.get_running_loop().time() + 8
+            while not told and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+        finally:
+            replica.resume()
+        assert told == [syncprims.LossReason.RENEWAL_FAILED]
+    finally:
+        replica.stop()
+        master.stop()

@@ -18,6 +18,7 @@ import redis
 
 import syncprims
 from syncprims import LockNotHeldError
+from tests import processes
 from tests.harness import Face, raw_pubsub, within
 
 
@@ -184,10 +185,9 @@ def test_a_killed_readers_lock_frees_within_its_lease(real_url: str, name: str) 
         "print('reading', flush=True)\n"
         "time.sleep(60)\n"
     )
-    reader = subprocess.Popen(
-        [sys.executable, "-c", code, real_url, name], stdout=subprocess.PIPE, text=True
-    )
-    try:
+    with processes.child(
+        [sys.executable, "-c", code, real_url, name], stdout=subprocess.PIPE
+    ) as reader:
         assert reader.stdout is not None
         assert reader.stdout.readline().strip() == "reading"
         with syncprims.connect(real_url) as client:
@@ -200,11 +200,6 @@ def test_a_killed_readers_lock_frees_within_its_lease(real_url: str, name: str) 
             assert write.try_lock(wait_time=10)
             assert time.monotonic() - killed <= 1.0 + 0.5
             write.unlock()
-    finally:
-        reader.kill()
-        reader.wait(10)
-        if reader.stdout is not None:
-            reader.stdout.close()
 
 
 def test_demo_rw_measures_reader_overlap_and_writer_exclusivity(real_url: str) -> None:

@@ -112,20 +112,29 @@ def _with_failover(
     name = f"failover:{uuid.uuid4().hex}"
     before = sentinels.master_port()
     done: list[int] = []
+    errors: list[BaseException] = []
 
     def failover() -> None:
         time.sleep(1.0)
-        assert sentinels.failover() != before
-        done.append(time.monotonic_ns())
+        try:
+            # A loaded machine resyncs the last failover's replica slowly, and the sentinels
+            # refuse until one is fit: a bound for the worst case, not the usual few seconds.
+            assert sentinels.failover(timeout=90) != before
+        except BaseException as error:  # reported by the test, not as a thread's exception
+            errors.append(error)
+        else:
+            done.append(time.monotonic_ns())
 
     thread = threading.Thread(target=failover)
     thread.start()
     holds, failures = _contend(sentinels.url, name, seconds, **options)
-    thread.join(60)
+    thread.join(120)
+    assert not errors, f"the failover did not complete: {errors}"
     assert done, "the failover did not complete"
     return holds, failures, done[0], before
 
 
+@pytest.mark.timeout(240)  # a failover's bound under load (_with_failover)
 def test_clients_keep_working_through_a_failover(
     sentinels: SentinelSet, record_property: Callable[[str, object], None]
 ) -> None:
@@ -140,6 +149,7 @@ def test_clients_keep_working_through_a_failover(
     assert failures < 20
 
 
+@pytest.mark.timeout(240)  # a failover's bound under load (_with_failover)
 def test_replica_sync_keeps_every_grant_across_a_failover(
     sentinels: SentinelSet, record_property: Callable[[str, object], None]
 ) -> None:

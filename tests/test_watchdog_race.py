@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from syncprims._protocol.contracts import ScriptCall
+from syncprims._protocol.contracts import ScriptCall, Then
 from syncprims._services.watchdog import ScriptRunner, Watchdog
 from tests.harness import Face, MakeLock, raw_redis, within
 
@@ -58,16 +58,34 @@ class RenewalGate:
     def open(self) -> None:
         self._open.set()
 
-    async def eval(self, call: ScriptCall, *, context: str) -> object:
+    async def _gate(self, context: str) -> bool:
+        """Hold a renewal until :meth:`open`; ``True`` when this call was held."""
         if not context.startswith("renewing") or self._open.is_set():
-            return await self._runner.eval(call, context=context)
+            return False
         self.held.set()
         while not self._open.is_set():  # on the services loop (a thread, or the test's loop)
             await asyncio.sleep(0.002)
+        return True
+
+    async def eval(self, call: ScriptCall, *, context: str) -> object:
+        held = await self._gate(context)
         try:
             return await self._runner.eval(call, context=context)
         finally:
-            self.sent.set()
+            if held:
+                self.sent.set()
+
+    async def command(self, *args: str | int, context: str, route: str | None = None) -> object:
+        return await self._runner.command(*args, context=context, route=route)
+
+    async def eval_then(self, call: ScriptCall, then: Then, *, context: str) -> tuple[Any, Any]:
+        # a renewal synced to replicas (a cluster with replicas: lock_synced_replicas "auto")
+        held = await self._gate(context)
+        try:
+            return await self._runner.eval_then(call, then, context=context)
+        finally:
+            if held:
+                self.sent.set()
 
 
 async def until(event: threading.Event, seconds: float = 5.0) -> None:

@@ -42,9 +42,15 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from syncprims._core.grant import Grant
-from syncprims._core.lock import LockCore, lock_policy
-from syncprims._core.onewake import ONE_WAKE_ENTRY_MS, UNLOCK_MESSAGE
+from syncprims._core.lock import (
+    ONE_WAKE_ENTRY_MS,
+    UNLOCK_MESSAGE,
+    Grant,
+    LockCore,
+    Releases,
+    ReplicaSync,
+    lock_policy,
+)
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, ScriptCall, WakePolicy
 from syncprims._protocol.names import fair_grant_registry_name, prefix_name
@@ -59,8 +65,10 @@ class FairGrant(Grant):
 
     __slots__ = ("_fair",)
 
-    def __init__(self, lock: FairLockCore) -> None:
-        super().__init__(lock)
+    def __init__(
+        self, lock: FairLockCore, one_wake: None, releases: Releases, replicas: ReplicaSync
+    ) -> None:
+        super().__init__(lock, one_wake, releases, replicas)
         self._fair = lock
 
     def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
@@ -97,7 +105,7 @@ class FairLockCore(LockCore):
     def uses_own_keys(self) -> bool:
         """Whether this client uses the one-hop grant's keys (``Config.lock_grant_handoff``,
         unless its ACL refused them)."""
-        return self._ex.config.lock_grant_handoff and not self._client.own_keys_refused
+        return self._ex.config.lock_grant_handoff and not self.client_state.own_keys_refused
 
     def keys(self) -> list[str]:
         """The hash, the wait queue and the deadline set."""

@@ -11,6 +11,16 @@ Decisions: ``lock_and_get_token(lease_time)`` honours the lease (Java ignores it
 reply carries an explicit flag (``{0, token}`` / ``{1, ttl}``), which Java's ``{-1, token}`` /
 ``{pttl, -1}`` leaves ambiguous for a holder without TTL. ``delete()`` removes the lock and
 the token (Redisson); tokens then start again from 1.
+
+Durable tokens (``durable_tokens=True``, ours): Redisson's counter lives in the same Redis
+as the lock, with no TTL, so an empty restart, the eviction of the counter or a failover
+that lost the last writes starts it again from 1, and a stale holder's token can equal or
+exceed a later holder's. A durable token is ``max(counter + 1, the server's TIME in
+microseconds since the epoch)`` (``fenced_acquire_durable.lua``): strictly higher than every
+earlier token as long as the server's clock never steps back across such a loss. The
+counter keeps Redisson's layout (a Redisson client's ``INCR`` goes on from it), and where an
+acquisition is synced to replicas (``lock_synced_replicas``, ``lock_synced_aof``) the
+counter's write is too (the same script).
 """
 
 from __future__ import annotations
@@ -34,9 +44,12 @@ class FencedLockCore(LockCore):
     one_wake_part = None  # scripts of its own
     grant_part = None
 
-    def __init__(self, executor: Executor, name: str) -> None:
+    def __init__(self, executor: Executor, name: str, *, durable_tokens: bool = False) -> None:
         super().__init__(executor, name)
+        if not isinstance(durable_tokens, bool):
+            raise TypeError(f"durable_tokens must be a bool, not {type(durable_tokens).__name__}")
         self.token_key = prefix_name("redisson_lock_token", self.name)
+        self._acquire = scripts.FENCED_ACQUIRE_DURABLE if durable_tokens else scripts.FENCED_ACQUIRE
         self._tokens: dict[str, int] = {}  # owner field -> token of its last acquisition
 
     def keys(self) -> list[str]:
@@ -44,7 +57,7 @@ class FencedLockCore(LockCore):
         return [self.name, self.token_key]
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
-        return ScriptCall(scripts.FENCED_ACQUIRE, [self.name, self.token_key], [lease, field])
+        return ScriptCall(self._acquire, [self.name, self.token_key], [lease, field])
 
     def reply_ttl(self, reply: Any) -> int | None:
         flag, value = reply

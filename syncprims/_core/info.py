@@ -18,12 +18,11 @@ only a transport error (after retries) or another refusal of the object's own ke
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from syncprims._core.objects import ObjectCore
-from syncprims._core.waiting import waiters
 from syncprims._protocol.info import (
     ClientProcess,
     LatchInfo,
@@ -37,11 +36,7 @@ from syncprims._protocol.info import (
     record_key,
 )
 from syncprims._protocol.names import lock_channel, prefix_name, rw_lease_prefix, suffix_name
-from syncprims._protocol.statistics import LockStatistics
 from syncprims.errors import ServerReplyError
-
-if TYPE_CHECKING:
-    from syncprims._core.lock import LockCore
 
 __all__ = [
     "LOCK_KINDS",
@@ -49,7 +44,6 @@ __all__ = [
     "detect",
     "latch_info",
     "lock_info",
-    "lock_statistics",
     "semaphore_info",
 ]
 
@@ -120,7 +114,7 @@ async def _subscribers(
     a subscriber connected to another node is not counted).
     """
     counts: dict[str, int] = {}
-    ex = core._ex
+    ex = core.executor
     try:
         for channel in channels:
             sharded = ex.publish_command_for(channel, core.name) == "SPUBLISH"
@@ -154,7 +148,7 @@ async def _processes(core: ObjectCore, client_ids: Iterable[str]) -> dict[str, _
 def _waiter(member: str, position: int, deadline_in: float | None) -> LockWaiter:
     """A waiter from a queue or registry member: an owner field, a client id (an RLock's
     client registration) or ``<g or b>|<lease>|<wait id>.<n>|<owner field>`` (a wait that a
-    release may grant the lock to: ``syncprims._core.grant.GrantWait``)."""
+    release may grant the lock to: ``syncprims._protocol.grantwait.GrantWait``)."""
     member = member.rpartition("|")[2]
     client, owner, _, _ = parse_field(member)
     if not client and ":" not in member:  # a whole client's registration
@@ -167,20 +161,6 @@ async def _scored(core: ObjectCore, key: str, now_ms: float) -> tuple[LockWaiter
     return tuple(
         _waiter(_text(member), position, _seconds(float(score) - now_ms))
         for position, (member, score) in enumerate(_pairs(reply), start=1)
-    )
-
-
-async def lock_statistics(lock: LockCore, owner: int) -> LockStatistics:
-    """``lock``'s snapshot for ``owner`` (``LockCore.statistics``: three reads, not atomic
-    together; the waiters are this process's)."""
-    return LockStatistics(
-        name=lock.name,
-        kind=lock.kind,
-        locked=await lock.is_locked(),
-        owner=lock.field(owner),
-        hold_count=await lock.get_hold_count(owner),
-        lease_remaining=await lock.remain_time_to_live(),
-        waiters=waiters(lock.executor, lock.name),
     )
 
 
@@ -274,7 +254,7 @@ async def _fair_queue(core: ObjectCore) -> tuple[LockWaiter, ...]:
         action="reading the queue of",
     )  # fmt: skip
     deadlines = {_text(member): float(score) for member, score in _pairs(reply)}
-    now_ms = core._ex.wall_ms()  # Redisson's deadlines are by the clients' clocks
+    now_ms = core.executor.wall_ms()  # Redisson's deadlines are by the clients' clocks
     waiters = []
     for position, raw in enumerate(queue or [], start=1):
         field = _text(raw)
@@ -299,7 +279,7 @@ async def semaphore_info(core: ObjectCore, expirable: bool) -> SemaphoreInfo:
     permits = _int(await core.read("GET", name, action="reading"))
     leases: tuple[PermitLease, ...] = ()
     if expirable:
-        now_ms = core._ex.wall_ms()
+        now_ms = core.executor.wall_ms()
         reply = await core.read(
             "ZRANGE", suffix_name(name, "timeout"), 0, -1, "WITHSCORES", action="reading"
         )

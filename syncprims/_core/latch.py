@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from syncprims._core.info import latch_info
 from syncprims._core.objects import ObjectCore
-from syncprims._core.waiting import acquire_loop, waiters
+from syncprims._core.waiting import WaitPlan, acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.info import LatchInfo
@@ -77,14 +77,8 @@ class CountDownLatchCore(ObjectCore):
             ``True`` when open, ``False`` on timeout.
         """
         wait = float("inf") if timeout is None else wait_seconds(timeout, "timeout")
-        return await acquire_loop(
-            self._ex,
-            self._attempt,
-            channel=self.channel,
-            policy=latch_policy,
-            wait=wait,
-            route=self.name,
-        )
+        plan = WaitPlan(wait, self.channel, latch_policy, self.name)
+        return await acquire_loop(self._ex, self._attempt, plan)
 
     async def statistics(self) -> LatchStatistics:
         """A snapshot: the count and this client's waiters."""

@@ -24,6 +24,11 @@ Differences from Redisson, on purpose:
 * A cancelled asyncio acquire leaves nothing held (Redisson issue #4456): calls in flight and
   calls already answered are both undone.
 * Without a lease, each acquired sub-lock is renewed by its own client's watchdog.
+* A hold is lost when too few of its sub-locks still hold it: losing a minority of a
+  RedLock's is not losing the lock, losing the quorum is, and a MultiLock loses it with any
+  one (each sub-lock's loss comes from its client's watchdog: expiry, a forced delete,
+  failed renewals, a server that lost its data). The holder is told once (``on_lost``,
+  ``is_lost``, ``ensure_held``), whatever the hold count.
 
 A dead server costs its per-node timeout (``Config.timeout`` of that client; see
 ``connect_many``), never the whole wait.
@@ -35,20 +40,24 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from syncprims._core.lock import LockCore, lock_policy
-from syncprims._core.release import AttemptUndo, release_on_exit
+from syncprims import _observe
+from syncprims._core.lock import AttemptUndo, LockCore, lock_policy, release_on_exit
 from syncprims._core.retry import releasing
+from syncprims._core.waiting import WaitPlan, acquire_loop
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.ids import new_request_id
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.names import unlock_latch_key
 from syncprims._protocol.quorum import majority, released_enough, settled
 from syncprims._protocol.scripts import REENTRY_ERR
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import drift, lease_ms, threading_wait, wait_seconds
 from syncprims.errors import (
+    LockLostError,
     LockNotHeldError,
     LockReentryError,
     ServerReplyError,
@@ -61,6 +70,10 @@ log = logging.getLogger("syncprims.lock")
 
 MIN_BACKOFF = 0.01
 MAX_BACKOFF = 0.2
+
+Plan = tuple[LockCore, str, int, bool]
+"""A sub-lock's part of an attempt: the sub-lock, the owner's field, the lease (ms), and
+whether the watchdog renews it."""
 
 
 # -- a sub-lock, through the package interface of LockCore ---------------------------------
@@ -100,6 +113,22 @@ def _released(sub: LockCore, owner: int) -> str:
     return field
 
 
+class _Watch:
+    """One owner's hold of a MultiLock or RedLock: the sub-locks it took, those lost since,
+    and whether the loss of the whole was told (once). Sub-lock losses come from the
+    services threads of several clients: a mutex guards it."""
+
+    __slots__ = ("depth", "held", "listeners", "lost", "mutex", "told")
+
+    def __init__(self) -> None:
+        self.depth = 0  # acquisitions not yet released (reentrancy)
+        self.held: set[int] = set()  # indexes of the sub-locks taken
+        self.lost: set[int] = set()
+        self.listeners: dict[int, Callable[[LossReason], None]] = {}
+        self.told = False
+        self.mutex = threading.Lock()
+
+
 class MultiLockCore:
     """Every sub-lock, or nothing."""
 
@@ -119,6 +148,10 @@ class MultiLockCore:
         self.error_name = names[0] if len(names) == 1 else self.name
         self.need = self.needed(len(self.locks))
         self._acquiring = self.context("acquiring")  # for messages, made once
+        self._waiting = self.context("waiting for")
+        self.on_lost: Callable[[str, LossReason], None] | None = None
+        self._watches: dict[int, _Watch] = {}  # owner -> its hold (see _Watch)
+        self._lost: dict[int, LossReason] = {}  # owner -> why its hold was lost
 
     @staticmethod
     def needed(count: int) -> int:
@@ -158,110 +191,21 @@ class MultiLockCore:
             sub.releases.fresh_field(owner)
         plans = [(sub, sub.field(owner), *sub.lease_of(lease_time)) for sub in self.locks]
         ex = self._ex
-        deadline = ex.monotonic() + wait
-        backoff = MIN_BACKOFF
-        waiting: tuple[Executor, Subscription] | None = None
+        started = ex.monotonic()
+        fanout = _FanOut(self, owner, plans, lease_s)
         try:
-            while True:
-                started = ex.monotonic()
-                own_keys = [_own_keys(sub) for sub, _, _, _ in plans]
-                replies = await ex.eval_many(
-                    self._acquire_calls(owner, plans), self._settled(plans)
-                )
-                elapsed = ex.monotonic() - started
-                ttls: list[object] = [
-                    reply
-                    if reply is PENDING or isinstance(reply, Exception)
-                    else plans[i][0].reply_ttl(reply)
-                    for i, reply in enumerate(replies)
-                ]
-                taken = [i for i, ttl in enumerate(ttls) if ttl is None]
-                # Validity left, also under the watchdog (its first lease): grants whose
-                # replies came after it (the process was paused mid-acquire, found by the
-                # chaos campaign) may be someone else's by now, and are given back.
-                limit = lease_s if lease_s is not None else min(p[2] for p in plans) / 1000
-                left = limit - elapsed - drift(limit)
-                if len(taken) >= self.need and left > 0:
-                    for i in taken:
-                        sub, field, lease, watchdog = plans[i]
-                        sub.acquired(field, lease, watchdog, replies[i], since=started)
-                    for sub in self.locks:  # each sub-lock's holds, as its unlock counts them
-                        sub.releases.count_hold(owner, 1)
-                    if lease_s is not None:  # validity counted from the attempt's start
-                        self._validity[owner] = (left + elapsed, started)
-                    return True
-                if len(taken) >= self.need:
-                    log.warning(
-                        "%s: the grants came %.3f s after they were asked for, past the "
-                        "%.3f s lease: not taken",
-                        self.context("acquiring"),
-                        elapsed,
-                        limit,
-                    )
-                # Replies that may have taken a sub-lock: lost ones, and script errors (a
-                # script can fail after it wrote), but for a non-reentrant sub-lock's refusal
-                # of a reentry (nothing written; the owner's hold there stays).
-                lost = [
-                    i
-                    for i, reply in enumerate(replies)
-                    if (isinstance(reply, TransportError) and reply.maybe_executed)
-                    or (isinstance(reply, ServerReplyError) and reply.code != REENTRY_ERR)
-                ]
-                await self._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
-                reentry = [
-                    i
-                    for i, reply in enumerate(replies)
-                    if isinstance(reply, ServerReplyError) and reply.code == REENTRY_ERR
-                ]
-                if reentry:
-                    sub, field = plans[reentry[0]][0], plans[reentry[0]][1]
-                    raise LockReentryError(
-                        f"{self.kind} through {sub.kind} {sub.name!r}: non-reentrant and "
-                        f"already held by owner {field}",
-                        name=sub.name,
-                        owner=field,
-                    ) from replies[reentry[0]]
-                refused = [
-                    (plans[i][0], reply, own_keys[i])
-                    for i, reply in enumerate(replies)
-                    if isinstance(reply, ServerReplyError)
-                ]
-                # An ACL for Redisson's keys only: those sub-locks use Redisson's scripts
-                # from now on (nothing ran); try again at once.
-                if refused and all(
-                    sub.refuses_own_keys(err, tried=tried) for sub, err, tried in refused
-                ):
-                    continue
-                if refused:  # not contention: waiting would not help
-                    raise refused[0][1]
-                remaining = deadline - ex.monotonic()
-                if remaining <= 0:
-                    return False
-                pause = min(remaining, backoff * random.uniform(0.5, 1.0))
-                backoff = min(backoff * 2, MAX_BACKOFF)
-                busy = [i for i, ttl in enumerate(ttls) if isinstance(ttl, int)]
-                if waiting is None and busy:
-                    sub, field = plans[busy[0]][0], plans[busy[0]][1]
-                    channel = sub.wait_channel(field)
-                    sub_ex = sub.executor
-                    waiting = (sub_ex, await sub_ex.subscribe(channel, lock_policy, sub.name))
-                    await waiting[0].wait_ready(waiting[1], min(remaining, pause))
-                    continue  # subscribed: try again at once, then wait for its releases
-                if waiting is not None:
-                    hints = [
-                        t / 1000 for t in (ttls[i] for i in busy) if isinstance(t, int) and t > 0
-                    ]
-                    await waiting[0].wait(waiting[1], min([pause, *hints]))
-                else:
-                    await ex.sleep(pause)
-                ex.refuse_if_closing(self.context("waiting for"))  # shutdown woke it
+            ttl = await fanout.attempt()  # made here, not by the loop: none built if free
+            if ttl is None:
+                return True
+            plan = WaitPlan(
+                wait, "", park=fanout, first=ttl, started=started, context=self._waiting
+            )
+            return await acquire_loop(ex, fanout.attempt, plan)
         finally:
-            if waiting is not None:
-                waiting[0].unsubscribe(waiting[1])
+            if fanout.waiting is not None or fanout.unsettled:  # [hot-10]: nothing else
+                fanout.end()
 
-    def _acquire_calls(
-        self, owner: int, plans: Sequence[tuple[LockCore, str, int, bool]]
-    ) -> Sequence[Call]:
+    def _acquire_calls(self, owner: int, plans: Sequence[Plan]) -> Sequence[Call]:
         """The attempt's fan-out calls, made once per owner, fields and leases: the same
         tuple each attempt, which a blocking executor routes once (``SyncExecutor.eval_many``).
         A list made afresh when a sub-lock's attempt carries the time (``timed_attempt``)."""
@@ -277,7 +221,7 @@ class MultiLockCore:
         self._calls[owner] = (key, calls)
         return calls
 
-    def _settled(self, plans: Sequence[tuple[LockCore, str, int, bool]]) -> Enough:
+    def _settled(self, plans: Sequence[Plan]) -> Enough:
         """When an attempt's fan-out may stop waiting: a quorum granted, or too few replies
         left for one. The calls still out finish in the background; a late grant is
         released at once (``LockCore.on_abandoned_attempt``)."""
@@ -332,19 +276,22 @@ class MultiLockCore:
         enough = quorum_released(replies)
         for i, reply in enumerate(replies):
             sub, field = holds[i]
-            if reply is PENDING:  # finished in the background; until then, unknown
+            pending = reply is PENDING
+            if pending and (enough or not retry):  # finished in the background; unknown
                 sub.releases.settle(field, reply, calls[i][1], unknown=True)
                 continue
-            unknown = isinstance(reply, TransportError) and reply.maybe_executed
+            unknown = pending or (isinstance(reply, TransportError) and reply.maybe_executed)
             if isinstance(reply, ServerReplyError) and sub.refuses_own_keys(
                 reply, tried=own_keys[i]
             ):
                 # An ACL for Redisson's keys only (nothing ran): Redisson's script instead.
                 calls[i] = _release_call(sub, field, new_request_id())
                 replies[i], unknown = await sub.releases.retry(calls[i][0])
-            elif isinstance(reply, TransportError) and retry and not enough:
-                # Retry alone (idempotent by its latch key). Once enough sub-locks are
-                # released, unreachable ones are left to expire: a dead master costs nothing.
+            elif (pending or isinstance(reply, TransportError)) and retry and not enough:
+                # Retry alone (idempotent by its latch key, kept while a copy may still run):
+                # unreachable, or still to come when the fan-out stopped waiting. Once enough
+                # sub-locks are released, the rest are left to expire: a dead master costs
+                # nothing.
                 replies[i], retried_unknown = await sub.releases.retry(calls[i][0])
                 unknown = unknown or retried_unknown
             sub.releases.settle(field, replies[i], calls[i][1], unknown=unknown)
@@ -355,9 +302,9 @@ class MultiLockCore:
             await self._release(holds, retry=False)
 
     async def unlock_on_exit(self, owner: int) -> None:
-        """The release that ends ``with lock:`` (``Releases.on_exit``): quiet when
+        """The release that ends ``with lock:`` (``LockCore.unlock_on_exit``): quiet when
         every sub-lock's ``raise_on_release_error`` is off."""
-        raises = any(sub.releases.raises_on_error() for sub in self.locks)
+        raises = any(sub.raises_on_release_error() for sub in self.locks)
         await release_on_exit(self.unlock(owner), raises=raises)
 
     async def unlock(self, owner: int) -> None:
@@ -365,21 +312,27 @@ class MultiLockCore:
 
         Raises:
             LockNotHeldError: fewer sub-locks than required were held (MultiLock: any one
-                not held), after releasing the others.
-            TransportError: too many sub-locks could not be reached to release them.
+                not held), after releasing the others: the ones known not to be held leave
+                no quorum, whatever the unreachable ones hold.
+            TransportError: too many sub-locks could not be reached to release them (the
+                lock may still be held on them, until their leases end).
         """
         await releasing(self._ex, self._unlock(owner))
 
     async def _unlock(self, owner: int) -> None:
         holds = [(sub, _released(sub, owner)) for sub in self.locks]
         self._validity.pop(owner, None)
+        self._unwatch(owner)
         replies = await self._release(holds)
         released = sum(1 for reply in replies if reply in (0, 1))
         if released >= self.need:
             return
         errors = [reply for reply in replies if isinstance(reply, TransportError)]
-        not_held = [reply for reply in replies if reply is None or reply == 2]
-        if not_held or not errors:
+        # "Not held" only when the sub-locks known not to be held leave no quorum: where one
+        # could not be reached, the lock may still be held there (a RedLock held on exactly
+        # a quorum, one member frozen at the release), and that is a transport error. (No
+        # reply is PENDING here: short of a quorum, _release retried each one.)
+        if released + len(errors) < self.need:
             raise LockNotHeldError(
                 f"{self.kind} of {self.name} is not held by owner {owner}: "
                 f"{released} of {len(self.locks)} sub-locks released, "
@@ -388,6 +341,95 @@ class MultiLockCore:
                 owner=str(owner),
             ) from (errors[0] if errors else None)
         raise errors[0]
+
+    # -- loss -----------------------------------------------------------------------------
+
+    def _watch(self, owner: int, taken: Sequence[int]) -> None:
+        """``owner`` acquired the sub-locks at ``taken``: listen for their losses."""
+        self._lost.pop(owner, None)
+        watch = self._watches.get(owner)
+        if watch is None:
+            watch = self._watches[owner] = _Watch()
+        watch.depth += 1
+        for i in taken:
+            if i not in watch.held:
+                watch.held.add(i)
+                listener = watch.listeners[i] = self._listener(owner, watch, i)
+                self.locks[i].holds.add_loss_listener(owner, listener)
+
+    def _listener(self, owner: int, watch: _Watch, index: int) -> Callable[[LossReason], None]:
+        def lost(reason: LossReason) -> None:  # on the sub-lock's client's services thread
+            with watch.mutex:
+                watch.lost.add(index)
+                if watch.told or len(watch.held - watch.lost) >= self.need:
+                    return  # a minority of a RedLock's: still held
+                watch.told = True
+                self._lost[owner] = reason
+            log.warning(
+                "%s held by owner %s was lost: %d of %d sub-locks lost (%s), %d required",
+                self.context("the"),
+                owner,
+                len(watch.lost),
+                len(self.locks),
+                reason,
+                self.need,
+            )
+            _observe.lost(self.kind, reason)
+            if self.on_lost is not None:
+                self.on_lost(self.error_name, reason)
+
+        return lost
+
+    def _unwatch(self, owner: int) -> None:
+        """One release of ``owner``'s hold began: at the last, stop listening."""
+        self._lost.pop(owner, None)
+        watch = self._watches.get(owner)
+        if watch is None:
+            return
+        watch.depth -= 1
+        if watch.depth > 0:
+            return
+        del self._watches[owner]
+        for i, listener in watch.listeners.items():
+            self.locks[i].holds.remove_loss_listener(owner, listener)
+
+    def lost_reason(self, owner: int) -> LossReason | None:
+        """Why ``owner``'s hold is known to be lost (too few sub-locks hold it, or its lease
+        ran out), or ``None``; no Redis call is made."""
+        reason = self._lost.get(owner)
+        if reason is not None:
+            return reason
+        watch = self._watches.get(owner)
+        if watch is None:
+            return None
+        reasons = [
+            why for i in watch.held if (why := self.locks[i].holds.lost_reason(owner)) is not None
+        ]
+        return reasons[0] if len(watch.held) - len(reasons) < self.need else None
+
+    async def ensure_held(self, owner: int) -> None:
+        """Check, in Redis, that ``owner`` still holds the required sub-locks.
+
+        Raises:
+            LockLostError: the hold was lost (too few sub-locks still hold it).
+            LockNotHeldError: ``owner`` never acquired it (or released it).
+        """
+        reason = self.lost_reason(owner)
+        held = await self._count_held(owner) if reason is None else 0
+        if reason is None and held >= self.need:
+            return
+        if owner in self._watches or reason is not None:
+            why = reason or f"{held} of {len(self.locks)} sub-locks hold it, {self.need} required"
+            raise LockLostError(
+                f"{self.kind} of {self.name} held by owner {owner} was lost: {why}",
+                name=self.error_name,
+                owner=str(owner),
+            )
+        raise LockNotHeldError(
+            f"{self.kind} of {self.name} is not held by owner {owner}",
+            name=self.error_name,
+            owner=str(owner),
+        )
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -421,6 +463,167 @@ class MultiLockCore:
     async def statistics(self, owner: int) -> tuple[LockStatistics, ...]:
         """Each sub-lock's snapshot for ``owner``, in order."""
         return tuple([await lock.statistics(owner) for lock in self.locks])
+
+
+class _FanOut:
+    """One MultiLock ``try_lock``'s attempts, and how its waiter parks between them (its
+    plan's ``park``, ``syncprims._core.waiting``). An attempt runs every sub-lock's acquire at
+    once (module docstring); between attempts the waiter waits on the release channel of a
+    sub-lock held by someone else (subscribed at the first attempt that finds one, then
+    tried again at once), at most a jittered back-off (10 ms doubling to 200 ms, times
+    0.5..1, so that two contenders holding parts of the set do not collide forever) and the
+    holders' TTLs; while no sub-lock was found held, it sleeps that back-off."""
+
+    __slots__ = (
+        "backoff",
+        "busy",
+        "core",
+        "hints",
+        "lease_s",
+        "owner",
+        "plans",
+        "unsettled",
+        "waiting",
+    )
+
+    def __init__(
+        self, core: MultiLockCore, owner: int, plans: list[Plan], lease_s: float | None
+    ) -> None:
+        self.core = core
+        self.owner = owner
+        self.plans = plans
+        self.lease_s = lease_s
+        self.backoff = MIN_BACKOFF
+        self.busy: Plan | None = None  # a sub-lock the last attempt found held, if any
+        self.hints: list[float] = []  # the TTLs of those held, seconds
+        self.waiting: tuple[Executor, Subscription] | None = None
+        self.unsettled: set[int] = set()  # sub-locks with an acquire whose reply may come
+
+    async def attempt(self) -> int | None:
+        """One fan-out attempt (again at once after an ACL refusal turned a sub-lock to
+        Redisson's scripts): ``None`` when acquired, else -1 (what it found is kept for
+        the park). What a failed attempt took is released first.
+
+        Raises:
+            LockReentryError: a non-reentrant sub-lock is held by this owner already.
+            ServerReplyError: a server refused a sub-lock's script.
+        """
+        core, owner, plans = self.core, self.owner, self.plans
+        ex = core._ex
+        while True:
+            started = ex.monotonic()
+            own_keys = [_own_keys(sub) for sub, _, _, _ in plans]
+            replies = await ex.eval_many(core._acquire_calls(owner, plans), core._settled(plans))
+            self.unsettled.update(
+                i
+                for i, reply in enumerate(replies)
+                if reply is PENDING or (isinstance(reply, TransportError) and reply.maybe_executed)
+            )
+            elapsed = ex.monotonic() - started
+            ttls: list[object] = [
+                reply
+                if reply is PENDING or isinstance(reply, Exception)
+                else plans[i][0].reply_ttl(reply)
+                for i, reply in enumerate(replies)
+            ]
+            taken = [i for i, ttl in enumerate(ttls) if ttl is None]
+            # Validity left, also under the watchdog (its first lease): grants whose
+            # replies came after it (the process was paused mid-acquire, found by the
+            # chaos campaign) may be someone else's by now, and are given back.
+            lease_s = self.lease_s
+            limit = lease_s if lease_s is not None else min(p[2] for p in plans) / 1000
+            left = limit - elapsed - drift(limit)
+            if len(taken) >= core.need and left > 0:
+                for i in taken:
+                    sub, field, lease, watchdog = plans[i]
+                    sub.acquired(field, lease, watchdog, replies[i], since=started)
+                for sub in core.locks:  # each sub-lock's holds, as its unlock counts them
+                    sub.releases.count_hold(owner, 1)
+                core._watch(owner, taken)
+                if lease_s is not None:  # validity counted from the attempt's start
+                    core._validity[owner] = (left + elapsed, started)
+                return None
+            if len(taken) >= core.need:
+                log.warning(
+                    "%s: the grants came %.3f s after they were asked for, past the "
+                    "%.3f s lease: not taken",
+                    core.context("acquiring"),
+                    elapsed,
+                    limit,
+                )
+            # Replies that may have taken a sub-lock: lost ones, and script errors (a
+            # script can fail after it wrote), but for a non-reentrant sub-lock's refusal
+            # of a reentry (nothing written; the owner's hold there stays).
+            lost = [
+                i
+                for i, reply in enumerate(replies)
+                if (isinstance(reply, TransportError) and reply.maybe_executed)
+                or (isinstance(reply, ServerReplyError) and reply.code != REENTRY_ERR)
+            ]
+            await core._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
+            reentry = [
+                i
+                for i, reply in enumerate(replies)
+                if isinstance(reply, ServerReplyError) and reply.code == REENTRY_ERR
+            ]
+            if reentry:
+                sub, field = plans[reentry[0]][0], plans[reentry[0]][1]
+                raise LockReentryError(
+                    f"{core.kind} through {sub.kind} {sub.name!r}: non-reentrant and "
+                    f"already held by owner {field}",
+                    name=sub.name,
+                    owner=field,
+                ) from replies[reentry[0]]
+            refused = [
+                (plans[i][0], reply, own_keys[i])
+                for i, reply in enumerate(replies)
+                if isinstance(reply, ServerReplyError)
+            ]
+            # An ACL for Redisson's keys only: those sub-locks use Redisson's scripts
+            # from now on (nothing ran); try again at once.
+            if refused and all(
+                sub.refuses_own_keys(err, tried=tried) for sub, err, tried in refused
+            ):
+                continue
+            if refused:  # not contention: waiting would not help
+                raise refused[0][1]
+            busy = [i for i, ttl in enumerate(ttls) if isinstance(ttl, int)]
+            self.busy = plans[busy[0]] if busy else None
+            self.hints = [t / 1000 for t in (ttls[i] for i in busy) if isinstance(t, int) and t > 0]
+            return -1
+
+    async def __call__(self, sub: Subscription | None, pause: float) -> None:
+        """The park: at most ``pause`` seconds and the back-off (class docstring)."""
+        pause = min(pause, self.backoff * random.uniform(0.5, 1.0))
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+        waiting, busy = self.waiting, self.busy
+        if waiting is None and busy is not None:
+            held, field = busy[0], busy[1]
+            held_ex = held.executor
+            channel = await held_ex.subscribe(held.wait_channel(field), lock_policy, held.name)
+            self.waiting = (held_ex, channel)
+            await held_ex.wait_ready(channel, pause)  # then tried again at once
+        elif waiting is not None:
+            await waiting[0].wait(waiting[1], min([pause, *self.hints]))
+        else:
+            await self.core._ex.sleep(pause)
+
+    def end(self) -> None:
+        """The attempts are over (acquired, given up, or failed): unsubscribe, and give a
+        new field to an owner whose late reply may still come."""
+        if self.waiting is not None:
+            self.waiting[0].unsubscribe(self.waiting[1])
+        # The late reply of such an acquire is undone by unlocking its field (its
+        # on_orphan); read after the lease it set ran out, that undo would end the
+        # owner's next hold of the field. So where a late reply may still be read that
+        # late, the next hold takes a new field, as an RLock's does (``Releases.taint``).
+        # Retries within this call keep theirs, and so does a late reply read within
+        # its lease (a fresh field there left a RedLock unable to retake resumed
+        # masters: their old fields' grants, whose replies were never read, held them).
+        for i in self.unsettled:
+            sub, field, lease, _ = self.plans[i]
+            if lease / 1000 <= sub.executor.late_reply_window:
+                sub.releases.taint(field)
 
 
 class RedLockCore(MultiLockCore):

@@ -73,7 +73,8 @@ class _NonReentrant(LockCore):
             if error.code != scripts.REENTRY_ERR:
                 raise
             raise LockReentryError(
-                f"{self.kind} {self.name!r} is non-reentrant and is already held by owner {field}",
+                f"{self.kind} {self.name!r} is already held by this owner ({field}): "
+                "release it before acquiring it again",
                 name=self.name,
                 owner=field,
             ) from error

@@ -37,11 +37,12 @@ from typing import Any
 from syncprims._core.info import semaphore_info
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import releasing
-from syncprims._core.waiting import acquire_loop, waiters
+from syncprims._core.waiting import WaitPlan, acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
+from syncprims._protocol.ids import new_request_id
 from syncprims._protocol.info import SemaphoreInfo
-from syncprims._protocol.names import prefix_name, suffix_name
+from syncprims._protocol.names import prefix_name, suffix_name, unlock_latch_key
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
@@ -73,6 +74,10 @@ def semaphore_policy(waiters: Wakeable, message: bytes) -> None:
 
 NEVER = 922337203685477
 """The lease expiry score of a permit that never expires (Redisson's constant)."""
+
+SERVER_TIME_RECHECK_MS = 50
+"""With ``server_time``, the least wait (ms) before a waiter looks again for a lease to end:
+the end is on the server's clock, the wait on this client's (skewed, it cannot spin)."""
 
 MAX_PERMITS_PER_CALL = 1000
 """The most permit ids one call of a permit-expirable semaphore acquires or releases (the
@@ -180,14 +185,8 @@ class SemaphoreCore(ExpirableCore):
         if count == 0:
             return True
         self._ex.refuse_if_closing(self.context("acquiring"))
-        return await acquire_loop(
-            self._ex,
-            lambda: self._attempt(count),
-            channel=self.channel,
-            policy=semaphore_policy,
-            wait=wait,
-            route=self.name,
-        )
+        plan = WaitPlan(wait, self.channel, semaphore_policy, self.name)
+        return await acquire_loop(self._ex, lambda: self._attempt(count), plan)
 
     async def acquire(self, permits: object, blocking: object, timeout: object) -> bool:
         """Take ``permits`` with the ``threading.Semaphore.acquire(blocking, timeout)``
@@ -196,7 +195,7 @@ class SemaphoreCore(ExpirableCore):
         Raises:
             TypeError, ValueError: a bad count or duration (nothing is sent).
         """
-        return await self.try_acquire(permits, threading_wait(blocking, timeout))
+        return await self.try_acquire(permits, threading_wait(blocking, timeout, permits=True))
 
     async def _release(self, permits: int) -> None:
         # INCRBY is not idempotent: never re-send a release that may have run (its reply
@@ -249,22 +248,29 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
 
     kind = "permit-expirable semaphore"
 
-    def __init__(self, executor: Executor, name: str) -> None:
+    def __init__(self, executor: Executor, name: str, *, server_time: bool = False) -> None:
         super().__init__(executor, name)
+        if not isinstance(server_time, bool):
+            raise TypeError(f"server_time must be a bool, not {type(server_time).__name__}")
         self.channel = prefix_name("redisson_sc", self.name)
         self.timeouts = suffix_name(self.name, "timeout")
+        self.server_time = server_time
+
+    def _now(self) -> int | str:
+        """The time the scripts reclaim leases by: the client's wall clock in epoch ms
+        (Redisson's), or ``"T0"``, the server's clock (``pes_clock.lua``)."""
+        return "T0" if self.server_time else self._ex.wall_ms()
 
     def keys(self) -> list[str]:
         """The counter and the lease set."""
         return [self.name, self.timeouts]
 
-    async def _admin(self, op: str, value: int = 0, permit: bytes = b"") -> Any:
-        ex = self._ex
+    async def _admin(self, op: str, value: int | str = 0, permit: bytes = b"") -> Any:
         return await self.run_script(
             ScriptCall(
                 scripts.PES_ADMIN,
                 [self.name, self.timeouts, self.channel],
-                [op, ex.wall_ms(), self.publish, value, permit],
+                [op, self._now(), self.publish, value, permit],
             ),
             action="updating",
         )
@@ -285,9 +291,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         """Set the total capacity (available + leased) to ``permits``."""
         await self._admin("set", check_count(permits, "permits"))
 
-    def _expiry(self, lease_time: object) -> int:
+    def _expiry(self, lease_time: object) -> int | str:
         if lease_time is None:
             return NEVER
+        if self.server_time:
+            return f"T{lease_ms(lease_time)}"
         return self._ex.wall_ms() + lease_ms(lease_time)
 
     async def _attempt(self, permits: list[bytes], lease_time: object, *, many: bool) -> int | None:
@@ -295,7 +303,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         with ``many`` its multi-permit one. ``None`` when leased, else how long to wait."""
         ex = self._ex
         expiry = self._expiry(lease_time)
-        now = ex.wall_ms()
+        now = self._now()
         sent = ex.monotonic()
         keys = [self.name, self.timeouts, self.channel]
         if many:
@@ -316,7 +324,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             on_orphan=lambda late: self._give_back(permits, late, many=many),
         )
         if reply == 1:
-            lease = None if lease_time is None else (expiry - now) / 1000
+            lease = None if lease_time is None else lease_ms(lease_time) / 1000
             took = ex.monotonic() - sent
             if lease is None or took < lease:  # as the RLock's grant (LockCore._attempt)
                 return None
@@ -337,7 +345,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             except SyncPrimsError as error:  # their lease bounds them
                 log.debug("%s: giving back late permits failed: %r", self.name, error)
             return 0
-        return max(1, int(reply) - now) if reply else -1
+        if not reply:
+            return -1
+        if self.server_time:  # the earliest lease's end on the server's clock: a hint only
+            return max(SERVER_TIME_RECHECK_MS, int(reply) - ex.wall_ms())
+        return max(1, int(reply) - int(now))
 
     async def _give_back(self, permits: list[bytes], late_reply: Any, *, many: bool) -> None:
         """The late reply of an attempt whose caller went away: release what it leased."""
@@ -363,20 +375,16 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             lease_ms(lease_time)  # validate before anything is sent
         permit = secrets.token_bytes(16)
         self._ex.refuse_if_closing(self.context("acquiring a permit of"))
+        plan = WaitPlan(wait, self.channel, semaphore_policy, self.name)
         acquired = await acquire_loop(
-            self._ex,
-            lambda: self._attempt([permit], lease_time, many=False),
-            channel=self.channel,
-            policy=semaphore_policy,
-            wait=wait,
-            route=self.name,
+            self._ex, lambda: self._attempt([permit], lease_time, many=False), plan
         )
         return permit.hex() if acquired else None
 
     async def acquire(self, blocking: object, timeout: object, lease_time: object) -> str | None:
         """Lease one permit with the ``threading.Semaphore.acquire(blocking, timeout)``
         protocol; its id, or ``None``."""
-        return await self.try_acquire(threading_wait(blocking, timeout), lease_time)
+        return await self.try_acquire(threading_wait(blocking, timeout, permits=True), lease_time)
 
     async def try_acquire_many(
         self, permits: object, wait_time: object, lease_time: object
@@ -395,13 +403,9 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             return []
         self._ex.refuse_if_closing(self.context("acquiring permits of"))
         ids = [secrets.token_bytes(16) for _ in range(count)]
+        plan = WaitPlan(wait, self.channel, semaphore_policy, self.name)
         acquired = await acquire_loop(
-            self._ex,
-            lambda: self._attempt(ids, lease_time, many=True),
-            channel=self.channel,
-            policy=semaphore_policy,
-            wait=wait,
-            route=self.name,
+            self._ex, lambda: self._attempt(ids, lease_time, many=True), plan
         )
         return [permit.hex() for permit in ids] if acquired else None
 
@@ -412,33 +416,35 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         return ids
 
     async def _release_many(self, permits: list[bytes]) -> int:
-        ex = self._ex
-        reply = await releasing(
-            ex,
-            self.run_script(
-                ScriptCall(
-                    scripts.PES_RELEASE_MANY,
-                    [self.name, self.channel, self.timeouts],
-                    [len(permits), ex.wall_ms(), self.publish, *permits],
-                ),
-                action="releasing permits of",
-            ),
+        latch, ttl = self._latch()
+        call = ScriptCall(
+            scripts.PES_RELEASE_MANY,
+            [self.name, self.channel, self.timeouts, latch],
+            [len(permits), self._now(), self.publish, ttl, *permits],
         )
-        return int(reply)
+        return int(await self._released(call, latch, "releasing permits of"))
 
     async def _release(self, permit: bytes) -> Any:
-        ex = self._ex
-        return await releasing(
-            ex,
-            self.run_script(
-                ScriptCall(
-                    scripts.PES_RELEASE,
-                    [self.name, self.timeouts, self.channel],
-                    [permit, ex.wall_ms(), self.publish],
-                ),
-                action="releasing a permit of",
-            ),
+        latch, ttl = self._latch()
+        call = ScriptCall(
+            scripts.PES_RELEASE,
+            [self.name, self.timeouts, self.channel, latch],
+            [permit, self._now(), self.publish, ttl],
         )
+        return await self._released(call, latch, "releasing a permit of")
+
+    def _latch(self) -> tuple[str, int]:
+        """A release's latch key and its TTL (ms): a retry of the release, after a lost
+        reply, answers as the first copy did instead of saying the permit was not held."""
+        return unlock_latch_key(self.name, new_request_id()), self._ex.bounds.unlock_latch_ttl_ms
+
+    async def _released(self, call: ScriptCall, latch: str, action: str) -> Any:
+        """Run a release ``call`` (retried, idempotent by its ``latch``); the latch goes
+        once answered (a copy run again later finds its permits gone and changes nothing)."""
+        try:
+            return await releasing(self._ex, self.run_script(call, action=action))
+        finally:
+            self._ex.janitor.discard(latch)
 
     async def try_release(self, permit_id: object) -> bool:
         """Give a permit back (a ``str`` id), or several at once (a list of ids: all or
@@ -477,12 +483,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
     async def get_permits(self) -> int:
         """All permits, available and leased (0 when the counter does not exist), after
         expired leases were given back."""
-        ex = self._ex
         reply = await self.run_script(
             ScriptCall(
                 scripts.PES_GET_PERMITS,
                 [self.name, self.timeouts, self.channel],
-                [ex.wall_ms(), self.publish],
+                [self._now(), self.publish],
             ),
             action="counting the permits of",
         )
@@ -511,12 +516,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             TypeError, ValueError: not a permit id (nothing is sent).
         """
         permit = parse_permit_id(permit_id)
-        ex = self._ex
         reply = await self.run_script(
             ScriptCall(
                 scripts.PES_LEASE_TIME,
                 [self.name, self.timeouts, self.channel],
-                [permit, NEVER, ex.wall_ms(), self.publish],
+                [permit, NEVER, self._now(), self.publish],
             ),
             action="reading a lease of",
         )

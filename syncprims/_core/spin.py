@@ -17,12 +17,12 @@ with a wait makes a last attempt when the wait runs out (Redisson checks the clo
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
 import attrs
 
 from syncprims._core.lock import LockCore
-from syncprims._core.waiting import poll_loop
+from syncprims._core.waiting import Attempt, poll_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall
 
@@ -74,7 +74,7 @@ class SpinLockCore(LockCore):
 
     async def wait_for(
         self,
-        attempt: Callable[[], Awaitable[int | None]],
+        attempt: Attempt,
         field: str,
         wait: float,
         first: int | None = None,

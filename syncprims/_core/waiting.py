@@ -1,4 +1,6 @@
-"""The acquire skeleton shared by every waiting primitive.
+"""The waiting mechanism every waiting primitive shares: one loop, :func:`acquire_loop`, and
+a plan per wait (:class:`WaitPlan`) that the primitive's wake-up part builds, as trio's
+``ParkingLot`` is the one way to wait and each primitive a thin class over it.
 
 Redisson ``RedissonLock#tryLock(waitTime, leaseTime)`` (redisson-spec.md 2.3)::
 
@@ -23,6 +25,12 @@ error is raised if the deadline passes while Redis is still unreachable. An atte
 have run (a timeout after sending) is never re-sent: its error propagates at once, so a lost
 reply cannot double-apply an acquire. ``lock()`` (no deadline) therefore rides out a restart
 of any length; ``try_lock(wait_time=w)`` answers within ``w`` plus one call.
+
+What a plan varies: the channel and its wake-up rule (and an RLock's herald beside it), how
+a waiter blocks between attempts (``park``: an RLock's grant wait pops its grant, or is woken
+alone; a MultiLock's picks the channel of a sub-lock found held), what a waiter that gives up
+undoes, and an attempt the caller made already (a plain first attempt). A SpinLock polls
+instead (:func:`poll_loop`, Redisson's ``RedissonSpinLock``).
 """
 
 from __future__ import annotations
@@ -30,28 +38,95 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Protocol
+
+import attrs
 
 from syncprims._protocol.contracts import Executor, Subscription, WakePolicy
 from syncprims.errors import TransportError
 
-__all__ = ["acquire_loop", "poll_loop", "waiters", "waiting"]
+__all__ = ["Park", "WaitPlan", "Waiters", "acquire_loop", "poll_loop", "waiters", "waiting"]
 
 log = logging.getLogger("syncprims")
 
 Attempt = Callable[[], Awaitable[int | None]]
+GiveUp = Callable[[], Awaitable[None]]
 
-_WAITERS: weakref.WeakKeyDictionary[Executor, Counter[str]] = weakref.WeakKeyDictionary()
-_WAITERS_MUTEX = threading.Lock()
+OUTAGE = -2
+MIN_BACKOFF = 0.005
+MAX_BACKOFF = 0.1
+
+
+class Park(Protocol):
+    """How a waiter blocks between two attempts, at most ``pause`` seconds (> 0), in place
+    of ``ex.wait`` on the plan's subscription ``sub`` (``None``: the plan names no channel).
+    Not while Redis is unreachable: the loop then paces the retries itself."""
+
+    def __call__(self, sub: Subscription | None, pause: float) -> Awaitable[None]: ...
+
+
+@attrs.frozen
+class WaitPlan:
+    """How one acquisition waits (module docstring), built by the object's wake-up part.
+
+    Attributes:
+        wait: seconds; 0 for a single attempt, ``math.inf`` for no limit.
+        channel: the pub/sub channel that announces releases; ``""`` for none of the loop's
+            own (then ``park`` waits as it sees fit, or the loop sleeps).
+        policy: how that channel's messages wake waiters.
+        route: the key of the object the channel belongs to (a cluster routes by it), and
+            the name its waiters are counted under (:func:`waiters`).
+        herald: a second channel and its rule, subscribed for as long as ``channel``: its
+            messages leave notes that ``policy`` reads (an RLock's one wake-up per release).
+        give_up: awaited when the wait ends without the resource, also when the caller is
+            cancelled or interrupted while waiting (a fair lock leaves its queue).
+        park: blocks between attempts (:class:`Park`); ``None``: ``ex.wait`` on ``channel``.
+        first: the reply (a TTL, ms) of an attempt the caller made just before, not
+            subscribed: the loop goes on from it instead of making its own first attempt
+            (the next one comes once subscribed, as always).
+        started: when the wait began (``ex.monotonic()``), if before the loop (that first
+            attempt's start): the deadline counts from it.
+        context: what the wait is, for the error of a shutdown that ends it (default:
+            ``waiting on '<channel>'``).
+    """
+
+    wait: float
+    channel: str
+    policy: WakePolicy | None = None
+    route: str | None = None
+    herald: tuple[str, WakePolicy] | None = None
+    give_up: GiveUp | None = None
+    park: Park | None = None
+    first: int | None = None
+    started: float | None = None
+    context: str = ""
+
+
+class Waiters:
+    """How many callers of one client wait for each object now (``statistics()``): a part
+    of the client's state (``Executor.state``)."""
+
+    __slots__ = ("counts", "mutex")
+
+    counts: Counter[str]
+    mutex: threading.Lock
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every count (a forked child: its parent's waiters are not its own)."""
+        self.counts = Counter()
+        self.mutex = threading.Lock()
 
 
 def waiters(ex: Executor, name: str) -> int:
     """How many callers of ``ex``'s client wait for the object ``name`` now."""
-    with _WAITERS_MUTEX:
-        counts = _WAITERS.get(ex)
-        return 0 if counts is None else counts[name]
+    part = ex.state.of(Waiters)
+    with part.mutex:
+        return part.counts[name]
 
 
 @contextlib.contextmanager
@@ -66,13 +141,14 @@ def waiting(ex: Executor, name: str | None) -> Iterator[None]:
         if name is None:
             yield
             return
-        with _WAITERS_MUTEX:
-            _WAITERS.setdefault(ex, Counter())[name] += 1
+        part = ex.state.of(Waiters)
+        with part.mutex:
+            part.counts[name] += 1
         try:
             yield
         finally:
-            with _WAITERS_MUTEX:
-                counts = _WAITERS[ex]
+            with part.mutex:
+                counts = part.counts
                 counts[name] -= 1
                 if counts[name] <= 0:
                     del counts[name]
@@ -80,167 +156,162 @@ def waiting(ex: Executor, name: str | None) -> Iterator[None]:
         ex.release_ended()
 
 
-async def acquire_loop(
-    ex: Executor,
-    attempt: Attempt,
-    *,
-    channel: str,
-    policy: WakePolicy,
-    wait: float,
-    route: str | None = None,
-    on_give_up: Callable[[], Awaitable[None]] | None = None,
-    herald: tuple[str, WakePolicy] | None = None,
-    first: int | None = None,
-    started: float | None = None,
-    block: Callable[[Subscription, float], Awaitable[None]] | None = None,
-) -> bool:
-    """Acquire with ``attempt`` within ``wait`` seconds (``math.inf``: no limit).
+class _Attempts:
+    """The plan's attempts, with an unsent one during an outage read as "wait"
+    (:data:`OUTAGE`) until the deadline (module docstring)."""
 
-    Args:
-        ex: the executor.
-        attempt: one acquire attempt (see the module docstring).
-        channel: the pub/sub channel that announces releases.
-        route: the key of the object the channel belongs to (a cluster routes by it).
-        policy: how that channel's messages wake waiters.
-        wait: seconds; 0 for a single attempt.
-        on_give_up: awaited when the wait ends without the resource, also when the caller
-            is cancelled or interrupted while waiting (a fair lock leaves its queue).
-        herald: a second channel and its rule, subscribed for as long as ``channel``: its
-            messages leave notes that ``policy`` reads (an RLock's one wake-up per release).
-        first: the reply (a TTL, ms) of an attempt the caller made just before, not
-            subscribed: the loop goes on from it instead of making its own first attempt
-            (the next one comes once subscribed, as always).
-        started: when the wait began (``ex.monotonic()``), if before this call (that first
-            attempt's start): the deadline counts from it.
-        block: waits between attempts, at most the given seconds (> 0), in place of
-            ``ex.wait`` on ``channel``'s subscription (an RLock's direct grant pops a list);
-            not while Redis is unreachable (``ex.wait`` then paces the retries).
+    __slots__ = ("attempt", "deadline", "ex", "outages")
 
-    Returns:
-        ``True`` when acquired, ``False`` when ``wait`` ran out.
-    """
-    start = ex.monotonic() if started is None else started
-    deadline = start + wait
-    outages = 0
+    def __init__(self, ex: Executor, attempt: Attempt, deadline: float) -> None:
+        self.ex = ex
+        self.attempt = attempt
+        self.deadline = deadline
+        self.outages = 0
 
-    async def attempt_or_outage() -> int | None:
-        """``attempt()``, with an unsent attempt during an outage read as "wait" (-2)."""
-        nonlocal outages
+    async def __call__(self) -> int | None:
         try:
-            ttl = await attempt()
+            ttl = await self.attempt()
         except TransportError as error:
-            if error.maybe_executed or ex.monotonic() >= deadline:
+            if error.maybe_executed or self.ex.monotonic() >= self.deadline:
                 raise
-            if outages == 0:
+            if self.outages == 0:
                 log.warning(
                     "Redis unreachable while waiting (%s); retrying until the wait ends", error
                 )
-            outages += 1
+            self.outages += 1
             return OUTAGE
-        outages = 0
+        self.outages = 0
         return ttl
 
-    early = await _take_lingering(ex, channel, policy, route, herald) if wait > 0 else None
-    ttl = first
+
+async def acquire_loop(ex: Executor, attempt: Attempt, plan: WaitPlan) -> bool:
+    """Acquire with ``attempt`` within ``plan.wait`` seconds, waiting as ``plan`` says.
+
+    Returns:
+        ``True`` when acquired, ``False`` when the wait ran out.
+
+    Raises:
+        What ``attempt`` raises (but an unsent attempt during an outage, before the
+        deadline), and ``ClientClosedError`` when shutdown ends the wait; the plan's
+        ``give_up`` has run then.
+    """
+    start = ex.monotonic() if plan.started is None else plan.started
+    attempts = _Attempts(ex, attempt, start + plan.wait)
+    early = await _take_lingering(ex, plan) if plan.wait > 0 and plan.channel else None
+    ttl = plan.first
     if ttl is None:
         try:
-            ttl = await attempt_or_outage()
+            ttl = await attempts()
         except BaseException:
             _drop(ex, early)
             raise
         if ttl is None:
             _drop(ex, early)
             return True
-    if wait <= 0 or ex.monotonic() >= deadline:
+    if plan.wait <= 0 or ex.monotonic() >= attempts.deadline:
         _drop(ex, early)
-        await _give_up(on_give_up)
+        await _give_up(plan.give_up)
         return False
-    with waiting(ex, route):
-        config = ex.config
-        backoff = MIN_BACKOFF
+    with waiting(ex, plan.route):
         subs = early
-        if subs is None:
+        if subs is None and plan.channel:
             try:
-                subs = await _subscribe(ex, channel, policy, route, herald)
+                subs = await _subscribe(ex, plan)
             except BaseException:
-                await _give_up(on_give_up, quietly=True)
+                await _give_up(plan.give_up, quietly=True)
                 raise
-        sub = subs[1]
         try:
-            if early is None:
-                await ex.wait_ready(
-                    sub, min(deadline - ex.monotonic(), config.subscription_timeout)
-                )
-            # Subscribed before the first attempt (a lingering subscription): a release
-            # after it left a wake-up, so the first attempt's answer stands; otherwise one
-            # more attempt now that the subscription is confirmed (a release in between
-            # would be missed).
-            # (Not so for ``first``: it ran before the subscription was taken.)
-            attempted = early is not None and first is None
-            while True:
-                if not attempted:
-                    ttl = await attempt_or_outage()
-                    if ttl is None:
-                        return True
-                attempted = False
-                remaining = deadline - ex.monotonic()
-                if remaining <= 0:
-                    break
-                pause = min(remaining, config.wait_recheck_interval)
-                if ttl == OUTAGE:
-                    pause = min(remaining, ex.retry_delay(min(outages, 10)))
-                elif ttl > 0:
-                    pause = min(pause, ttl / 1000)
-                    backoff = MIN_BACKOFF
-                elif ttl == 0:  # free, but not ours yet (a fair lock's head waiter is taking it)
-                    pause = min(pause, backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
-                if block is not None and ttl != OUTAGE:
-                    await block(sub, pause)
-                else:
-                    await ex.wait(sub, pause)
-                ex.refuse_if_closing(f"waiting on {channel!r}")  # shutdown woke it
+            acquired = await _parked(ex, attempts, plan, ttl, subs=subs, early=early is not None)
         except BaseException:
-            await _give_up(on_give_up, quietly=True)
+            await _give_up(plan.give_up, quietly=True)
             raise
         finally:
             _drop(ex, subs)
-        await _give_up(on_give_up)
-        return False
+        if not acquired:
+            await _give_up(plan.give_up)
+        return acquired
+
+
+async def _parked(
+    ex: Executor,
+    attempts: _Attempts,
+    plan: WaitPlan,
+    ttl: int,
+    *,
+    subs: tuple[Subscription | None, Subscription] | None,
+    early: bool,
+) -> bool:
+    """:func:`acquire_loop` once subscribed (``subs``; ``early``: before the first attempt):
+    attempt, then park at most min(the holder's TTL, the time left, the re-check interval),
+    until acquired (``True``) or out of time (``False``)."""
+    config = ex.config
+    sub = None if subs is None else subs[1]
+    if sub is not None and not early:
+        # at most until the holder's lease may run out, too: an expiry publishes
+        # nothing, so a slow confirmation must not delay the re-check past it
+        confirm = min(attempts.deadline - ex.monotonic(), config.subscription_timeout)
+        await ex.wait_ready(sub, min(confirm, ttl / 1000) if ttl > 0 else confirm)
+    # Subscribed before the first attempt (a lingering subscription): a release after it
+    # left a wake-up, so the first attempt's answer stands; otherwise one more attempt now
+    # that the subscription is confirmed (a release in between would be missed). (Not so
+    # for the plan's ``first``: it ran before the subscription was taken.) Without a
+    # channel, nothing was missed: the first answer stands.
+    attempted = sub is None or (early and plan.first is None)
+    backoff = MIN_BACKOFF
+    park = plan.park
+    closing = plan.context or f"waiting on {plan.channel!r}"
+    while True:
+        if not attempted:
+            reply = await attempts()
+            if reply is None:
+                return True
+            ttl = reply
+        attempted = False
+        remaining = attempts.deadline - ex.monotonic()
+        if remaining <= 0:
+            return False
+        pause = min(remaining, config.wait_recheck_interval)
+        if ttl == OUTAGE:
+            pause = min(remaining, ex.retry_delay(min(attempts.outages, 10)))
+        elif ttl > 0:
+            pause = min(pause, ttl / 1000)
+            backoff = MIN_BACKOFF
+        elif ttl == 0:  # free but not ours yet (a fair lock's head waiter), or expiring now
+            pause = min(pause, backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+        if park is not None and ttl != OUTAGE:
+            await park(sub, pause)
+        elif sub is not None:
+            await ex.wait(sub, pause)
+        else:
+            await ex.sleep(pause)
+        ex.refuse_if_closing(closing)  # shutdown woke it
 
 
 async def _take_lingering(
-    ex: Executor,
-    channel: str,
-    policy: WakePolicy,
-    route: str | None,
-    herald: tuple[str, WakePolicy] | None,
+    ex: Executor, plan: WaitPlan
 ) -> tuple[Subscription | None, Subscription] | None:
-    """References on ``channel`` (and ``herald``) when ``channel`` is subscribed and
+    """References on the plan's channel (and herald) when the channel is subscribed and
     confirmed already (a wait moments ago left it lingering: a contended lock), else
     ``None``. Taken before the first attempt, they keep a wake-up for every release after
     it, which saves the attempt after subscribing (profile: docs/design.md)."""
-    if not ex.subscribed(channel, route):
+    if not ex.subscribed(plan.channel, plan.route):
         return None
-    subs = await _subscribe(ex, channel, policy, route, herald)
-    if ex.subscribed(channel, route):  # still the confirmed one (ours now: not swept)
+    subs = await _subscribe(ex, plan)
+    if ex.subscribed(plan.channel, plan.route):  # still the confirmed one (ours now: not swept)
         return subs
     _drop(ex, subs)
     return None
 
 
-async def _subscribe(
-    ex: Executor,
-    channel: str,
-    policy: WakePolicy,
-    route: str | None,
-    herald: tuple[str, WakePolicy] | None,
-) -> tuple[Subscription | None, Subscription]:
-    """References on ``herald`` (first: its notes must be there for the channel's messages)
-    and ``channel``; none is left taken if this raises."""
+async def _subscribe(ex: Executor, plan: WaitPlan) -> tuple[Subscription | None, Subscription]:
+    """References on the plan's herald (first: its notes must be there for the channel's
+    messages) and channel; none is left taken if this raises."""
+    herald, route = plan.herald, plan.route
+    assert plan.policy is not None  # a plan with a channel names its rule
     herald_sub = await ex.subscribe(herald[0], herald[1], route) if herald is not None else None
     try:
-        return herald_sub, await ex.subscribe(channel, policy, route)
+        return herald_sub, await ex.subscribe(plan.channel, plan.policy, route)
     except BaseException:
         if herald_sub is not None:
             ex.unsubscribe(herald_sub)
@@ -256,14 +327,7 @@ def _drop(ex: Executor, subs: tuple[Subscription | None, Subscription] | None) -
         ex.unsubscribe(herald_sub)
 
 
-OUTAGE = -2
-MIN_BACKOFF = 0.005
-MAX_BACKOFF = 0.1
-
-
-async def _give_up(
-    on_give_up: Callable[[], Awaitable[None]] | None, *, quietly: bool = False
-) -> None:
+async def _give_up(on_give_up: GiveUp | None, *, quietly: bool = False) -> None:
     if on_give_up is None:
         return
     if not quietly:

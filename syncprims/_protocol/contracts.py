@@ -15,7 +15,7 @@ on each other's modules; the executors (``syncprims._runtime``) put them togethe
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -31,6 +31,8 @@ __all__ = [
     "PUSHED_TTL_MS",
     "WAKE_TOKEN",
     "Call",
+    "ClientPart",
+    "ClientState",
     "Enough",
     "Executor",
     "HoldLostCallback",
@@ -128,11 +130,13 @@ class Then:
 
 @attrs.frozen
 class Call:
-    """A script call of a fan-out (``Executor.eval_many``), on its own executor.
+    """A script call of a fan-out (``Executor.eval_many``), on its own executor: the one
+    object that goes from the core to the transport's fan-out, whose server sends
+    :attr:`script_call`'s command as it is.
 
     Attributes:
         executor: the client that runs it.
-        call: the script call.
+        script_call: the script call.
         context: what it does, for messages.
         on_orphan: what to do with its reply when nobody waits for it any more: the caller
             went away (a cancelled asyncio task), or the fan-out stopped early (``enough``)
@@ -144,7 +148,7 @@ class Call:
     """
 
     executor: Executor
-    call: ScriptCall
+    script_call: ScriptCall
     context: str
     on_orphan: Orphan | None = None
     skip_if_busy: bool = False
@@ -232,9 +236,13 @@ class RenewalRegistry(Protocol):
         kind: RenewalKind,
         since: float | None = None,
         until: float | None = None,
+        renew: bool = True,
+        lease: float | None = None,
     ) -> None:
-        """Keep ``name`` alive while ``field`` holds it (once per watchdog acquire);
-        ``until``: renew up to then (``max_hold``), then report it lost."""
+        """Keep ``name`` alive while ``field`` holds it (once per acquire); ``until``:
+        renew up to then (``max_hold``), then report it lost; ``renew=False``: an explicit
+        lease ending at ``until``, only checked when its server loses data; ``lease``: the
+        hold's own lease, seconds (``None``: the client's watchdog timeout)."""
 
     def cancel(self, name: str, field: str) -> None:
         """Undo one ``register``."""
@@ -334,6 +342,28 @@ class Settings(Protocol):
         """Whether leaving ``with lock:`` raises when the hold was gone (else a WARNING)."""
 
 
+class ClientPart(Protocol):
+    """One core mechanism's state of a client (:class:`ClientState` makes it at its first
+    use, with no arguments)."""
+
+    def clear(self) -> None:
+        """Forget everything, in place (a forked child: its clients have new ids, and the
+        parent's holds, waits and refusals are not its own)."""
+
+
+PartT = TypeVar("PartT", bound=ClientPart)
+
+
+class ClientState(Protocol):
+    """A client's state of the core's mechanisms, one part per mechanism (the lock's
+    book-keeping, the waiters counted for ``statistics()``): one registry per client, owned
+    by its executor, which empties every part in a forked child."""
+
+    def of(self, kind: type[PartT]) -> PartT:
+        """The client's part of type ``kind``, made at its first use (once, even when two
+        threads ask at the same moment)."""
+
+
 WAKE_TOKEN = b"w"
 """What a wake-up pushes on a waiter's grant list (``Executor.wait_pushed``): not a grant."""
 PUSHED_TTL_MS = 10_000
@@ -365,6 +395,11 @@ class Executor(Protocol):
         """This client's UUID (a new one in a forked child)."""
 
     @property
+    def late_reply_window(self) -> float:
+        """How long after it was sent the late reply of an abandoned call may still be read
+        (and handed to its ``on_orphan``), seconds."""
+
+    @property
     def watchdog(self) -> RenewalRegistry:
         """Lease renewal."""
 
@@ -375,6 +410,15 @@ class Executor(Protocol):
     @property
     def listeners(self) -> ListenerRegistry:
         """The client's object listeners."""
+
+    @property
+    def state(self) -> ClientState:
+        """The client's state of the core's mechanisms (one registry, one fork hook)."""
+
+    @property
+    def closers(self) -> dict[int, Callable[[], Awaitable[object]]]:
+        """What shutdown ends first, once no acquisition may start, while the client still
+        works (a leader election's leadership), by owner id."""
 
     def publish_command_for(self, channel: str, key: str) -> str:
         """``"PUBLISH"``, or ``"SPUBLISH"`` where ``channel`` (of the object at ``key``) is

@@ -25,6 +25,11 @@ class LossReason(enum.StrEnum):
     LEASE_EXPIRED = "its lease ran out"
     """A hold taken with an explicit ``lease_time`` outlived it (leases are never renewed)."""
 
+    DATA_LOST = "the server lost it (restarted without its data, failed over, or evicted it)"
+    """The server's ``run_id`` changed or it evicted keys, and a check found the owner's
+    hold gone (``syncprims._protocol.serverinfo``): reported for watchdog holds and
+    explicit leases alike, within about a second of the loss."""
+
     MAX_HOLD = "it reached its max_hold"
     """A hold taken with ``max_hold`` was renewed by the watchdog until then, and no longer:
     its last renewal set the lease to end at ``max_hold`` after the grant."""

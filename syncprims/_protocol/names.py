@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "check_cluster_name",
     "check_name",
+    "election_names",
     "fair_grant_registry_name",
     "has_hash_tag",
     "key_prefix",
@@ -164,3 +165,15 @@ def lock_reservation_name(name: str) -> str:
     """Which syncprims client a released RLock is reserved for, briefly (syncprims only):
     ``syncprims_lock_next:{name}``."""
     return prefix_name("syncprims_lock_next", name)
+
+
+def election_names(name: str) -> tuple[str, str, str]:
+    """A leader election's own names (syncprims only), all in the slot of ``{name}``: its
+    lock ``syncprims_election:{name}`` (a FairLock's hash that also holds the leader's
+    record), the term counter ``syncprims_election_term:{name}`` and the channel its
+    observers listen on, ``syncprims_election_channel:{name}``."""
+    return (
+        prefix_name("syncprims_election", name),
+        prefix_name("syncprims_election_term", name),
+        prefix_name("syncprims_election_channel", name),
+    )

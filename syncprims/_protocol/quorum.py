@@ -1,9 +1,9 @@
 """The fan-out policy of a MultiLock or RedLock, as pure functions (no I/O, no clock of its
 own): how many sub-locks make the lock held, when an attempt's fan-out may stop waiting,
 and how long the replies still out get once it may. Both faces' fan-outs
-(``_runtime/aio.py``, ``_transport/fanout.py``) and the core (``_core/multi.py``) ask
-these; a call marked ``skip_if_busy`` is skipped where its server is still finishing an
-earlier call (``contracts.Call``).
+(``_transport/blocking/fanout.py``, ``_transport/aio/fanout.py``) and the core
+(``_core/multi.py``) ask these; a call marked ``skip_if_busy`` is skipped where its server
+is still finishing an earlier call (``contracts.Call``).
 
 Sources: the Redis distlock page ("The Redlock algorithm": a majority, ``N/2 + 1``) and
 Redisson's ``RedissonRedLock.minLocksAmount``.

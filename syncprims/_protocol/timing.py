@@ -7,13 +7,17 @@ milliseconds.
 
 from __future__ import annotations
 
+import functools
 import math
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeAlias
 
 import attrs
 
 __all__ = [
+    "clock",
     "MAX_LEASE_SECONDS",
     "Bounds",
     "Duration",
@@ -114,15 +118,24 @@ def wait_seconds(value: object, what: str = "wait_time") -> float:
     return to_seconds(value, what)
 
 
-def threading_wait(blocking: object, timeout: object) -> float:
-    """The wait time, seconds, of ``threading.Lock.acquire(blocking, timeout)``.
+def threading_wait(blocking: object, timeout: object, *, permits: bool = False) -> float:
+    """The wait time, seconds, of ``threading.Lock.acquire(blocking, timeout)``
+    (``permits``: a semaphore's, whose count is the keyword ``permits=``).
 
     Raises:
-        TypeError: ``blocking`` is not a bool.
+        TypeError: ``blocking`` is not a bool (the message says what to write instead).
         ValueError: a timeout with ``blocking=False``, or a negative timeout other than -1.
     """
     if not isinstance(blocking, bool):
-        raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
+        fix = ""
+        if isinstance(blocking, (int, float)):
+            fix = (
+                f": to take {blocking} permits, write acquire(permits={blocking}) (the first "
+                "argument is threading's blocking flag, not Redisson's count)"
+                if permits and isinstance(blocking, int)
+                else f": to wait at most {blocking} s, write acquire(timeout={blocking})"
+            )
+        raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}{fix}")
     if timeout is not None:
         check_duration_type(timeout, "timeout")
     if timeout == -1 or timeout is None:
@@ -130,6 +143,30 @@ def threading_wait(blocking: object, timeout: object) -> float:
     if not blocking:
         raise ValueError("can't specify a timeout for a non-blocking call")
     return to_seconds(timeout, "timeout")
+
+
+def _lease_clock() -> Callable[[], float]:
+    """``CLOCK_BOOTTIME`` where the platform has it (Linux), else ``time.monotonic``.
+
+    Lease deadlines are counted here on a clock that goes on while the host is suspended:
+    ``CLOCK_MONOTONIC`` stops then, while the server's clock (and so a lease in Redis) runs
+    on, so a holder suspended for a minute would wake counting its 30 s lease as valid.
+    """
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is not None:
+        try:
+            time.clock_gettime(boottime)
+        except OSError:  # declared, not supported by the kernel
+            pass
+        else:
+            return functools.partial(time.clock_gettime, boottime)
+    return time.monotonic
+
+
+clock: Callable[[], float] = _lease_clock()
+"""Seconds on the clock that lease deadlines are counted on (no fixed origin): monotonic,
+and going on while the host is suspended where the platform allows (:func:`_lease_clock`).
+A clock read, the one exception to this module's purity."""
 
 
 def drift(lease: float) -> float:

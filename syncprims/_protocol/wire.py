@@ -9,21 +9,28 @@ latch key, unique per call: the bytes before and after it are encoded once, and 
 put between them (:class:`Splice`).
 
 The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as
-UTF-8 (as ``_transport.errors.pack``: Redisson's ``StringCodec``, whatever the client's
-``encoding``), numbers by their ``repr``, bytes as they are. Pure: no I/O.
+UTF-8 (Redisson's ``StringCodec``, whatever the client's ``encoding``), numbers by their
+``repr``, bytes as they are. Every command the transports send is packed here (:func:`pack`).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Splice", "Wired", "encode", "wired"]
+__all__ = ["Splice", "Wired", "encode", "pack", "wired"]
+
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - hiredis is a dependency, but stay usable without it
+    _hiredis_pack = None
 
 
 class Wired(tuple[Any, ...]):
     """A command (the tuple ``ScriptCall.command`` makes) with its encoding made already:
-    ``_transport.errors.pack`` sends :attr:`wire` as it is."""
+    :func:`pack` returns :attr:`wire` as it is."""
 
     wire: list[bytes]
     """The RESP bytes, as ``pack`` returns them (a list of one ``bytes``; never mutated)."""
@@ -52,6 +59,24 @@ def encode(command: Sequence[Any]) -> bytes:
         TypeError: another type of argument (a bool, ``None``, a list, ...).
     """
     return b"*%d\r\n" % len(command) + b"".join([_bulk(arg) for arg in command])
+
+
+def pack(command: tuple[Any, ...]) -> list[bytes]:
+    """``command`` encoded for a connection's ``send_packed_command`` or a stream's
+    ``writelines`` (a list: both iterate it).
+
+    hiredis' C encoder (a dependency), called directly: ``redis.asyncio`` connections
+    otherwise pack in pure Python (a quarter of an uncontended asyncio acquire+release), and
+    the blocking ones wrap the same encoder in a per-argument Python check ([hot-5]). Text is
+    UTF-8 whatever the client's ``encoding``, so names and owner fields are the same bytes for
+    every client; a command encoded already (:class:`Wired`) is sent as it is. Without
+    hiredis, :func:`encode` makes the same bytes.
+    """
+    if type(command) is Wired:
+        return command.wire
+    if _hiredis_pack is not None:
+        return [_hiredis_pack(command)]
+    return [encode(command)]
 
 
 def wired(command: tuple[Any, ...]) -> Wired:

@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from syncprims._protocol.contracts import (
-    PENDING,
-    Armed,
-    Call,
-    Enough,
-    Orphan,
-    ScriptCall,
-    WakePolicy,
-)
-from syncprims._protocol.quorum import grace_end
+from syncprims._protocol.contracts import Armed, Call, Enough, Orphan, ScriptCall, Then, WakePolicy
 from syncprims._runtime.base import ExecutorBase, client_name
 from syncprims._services.janitor import Janitor
 from syncprims._services.listeners import ObjectListeners
@@ -31,23 +23,22 @@ from syncprims._services.loop import CallerLoop
 from syncprims._services.pubsub import ClusterSubscribers, Subscription, TaskSubscriber
 from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import Watchdog
-from syncprims._transport.aio import NOSCRIPT, AsyncServer, bind_loop
-from syncprims._transport.cluster import AsyncTopology, ClusterRouter
-from syncprims._transport.mux import MuxConnection, Slot, undo_orphan
+from syncprims._transport.aio.deadlines import bind_loop
+from syncprims._transport.aio.fanout import Routed, fan_out
+from syncprims._transport.aio.server import AsyncRouter, AsyncServer
+from syncprims._transport.cluster import AsyncTopology, ClusterRouter, follow
 from syncprims._transport.sources import Source, aclose_source, async_source
 from syncprims.config import Config
-from syncprims.errors import RedisConnectionError, RedisTimeoutError, SyncPrimsError
 
 __all__ = ["AsyncExecutor"]
 
-T = TypeVar("T")
 
 log = logging.getLogger("syncprims")
 
-AsyncTransport = AsyncServer | ClusterRouter[AsyncServer]
+AsyncTransport = AsyncServer | AsyncRouter
 
 
-class AsyncExecutor(ExecutorBase):
+class AsyncExecutor(ExecutorBase[AsyncServer]):
     """``redis.asyncio`` transport and services on the client's event loop.
 
     Args:
@@ -63,6 +54,7 @@ class AsyncExecutor(ExecutorBase):
         self.event_loop = loop
         timeout = self.bounds.timeout
         lease = self.config.lock_watchdog_timeout
+        self.late_reply_window = max(timeout, lease)  # the servers' orphan_timeout
 
         def server(pool: Any, address: str) -> AsyncServer:
             return AsyncServer(
@@ -76,9 +68,7 @@ class AsyncExecutor(ExecutorBase):
 
         self.pubsub: TaskSubscriber | ClusterSubscribers[TaskSubscriber]
         if source.cluster is not None:
-            router = ClusterRouter(
-                AsyncTopology(source.cluster), server, self.sleep, source.address
-            )
+            router = AsyncRouter(AsyncTopology(source.cluster), server, self.sleep, source.address)
             self.transport = router
             self.pubsub = ClusterSubscribers(
                 router.node_of,
@@ -104,246 +94,58 @@ class AsyncExecutor(ExecutorBase):
             batch_size=self.config.watchdog_batch_size,
             retry_delay=self.config.retry_delay[1],
             slot_of=self.slot_of,
+            node_of=self.node_of,
+            sync=self.renewal_sync,
         )
         self.janitor = Janitor(self.services, self.transport, slot_of=self.slot_of)
         self.listeners = ObjectListeners(self.services, database=self.database)
         self.record = ClientRecord(
-            self.services, self.transport, lambda: self.client_id, client_name(source)
+            self.services,
+            self.transport,
+            lambda: self.client_id,
+            client_name(source),
+            enabled=self.config.client_record,
         )
-        self._undoing: set[asyncio.Task[None]] = set()
-        self._late: set[asyncio.Task[Any]] = set()  # fan-out calls finished in the background
+
+    def __del__(self) -> None:
+        if not self.closed:  # nothing can be sent from here: say so, once
+            warnings.warn(
+                f"the syncprims.asyncio client {self.client_id} was not shut down: use "
+                "'async with await syncprims.asyncio.connect(...)' or 'await "
+                "client.shutdown()' (its record and unlock latch keys stay in Redis until "
+                "their TTLs, at most 10 and 16 minutes)",
+                ResourceWarning,
+                source=self,
+                stacklevel=2,
+            )
 
     def eval(
         self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None
     ) -> Coroutine[Any, Any, Any]:
-        # the transport's coroutine itself, not one more layer around it (the hot path)
+        # the transport's coroutine itself, not one more layer around it [hot-1]
         return self.transport.eval(call, context=context, on_orphan=on_orphan)
 
-    async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
-        executors: list[AsyncExecutor] = []
+    async def eval_then(
+        self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
+    ) -> tuple[Any, Any]:
+        return await self.transport.eval_then(call, then, context=context, on_orphan=on_orphan)
+
+    def eval_many(
+        self, calls: Sequence[Call], enough: Enough | None = None
+    ) -> Coroutine[Any, Any, list[Any]]:
+        """The fan-out (``syncprims._transport.aio.fanout``) of ``calls``, each on its
+        executor's server: its coroutine itself [hot-1]; a cluster's calls are routed to
+        their nodes first, and their redirections followed after."""
+        routed: list[Routed] = []
         for call in calls:
-            if not isinstance(call.executor, AsyncExecutor):
+            ex = call.executor
+            if not isinstance(ex, AsyncExecutor):
                 raise TypeError("a fan-out mixes the sync and the asyncio face")
-            executors.append(call.executor)
-        servers = _shared_servers(executors)  # a connection the server closed is not one
-        if servers is not None:
-            return await self._eval_many_shared(calls, executors, servers, enough)
-        loop = asyncio.get_running_loop()
-        results: list[Any] = [PENDING] * len(calls)
-        tasks: dict[asyncio.Task[Any], int] = {}
-        for i, (call, ex) in enumerate(zip(calls, executors, strict=True)):
-            late = ex._late_calls()
-            if late and call.skip_if_busy:  # a sick server: see Call.skip_if_busy
-                results[i] = RedisTimeoutError(
-                    f"{call.context} skipped: the server has not answered an earlier call yet",
-                    maybe_executed=False,
-                )
-                continue
-            coro = ex.eval(call.call, context=call.context, on_orphan=call.on_orphan)
-            tasks[loop.create_task(_after(late, coro) if late else coro)] = i
-        pending = set(tasks)
-        started = loop.time()
-        stop_at: float | None = None  # once enough: when the others stop being awaited
-        try:
-            while pending:
-                if stop_at is None and enough is not None and enough(results):
-                    stop_at = grace_end(started, loop.time())  # as the sync fan-out
-                if stop_at is not None:
-                    left = stop_at - loop.time()
-                    if left <= 0:
-                        break
-                    done, pending = await asyncio.wait(
-                        pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
-                    )
-                else:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    results[tasks[task]] = (
-                        task.result() if task.exception() is None else task.exception()
-                    )
-        except asyncio.CancelledError:
-            # Attempts still in flight are cancelled and undo themselves (on_orphan); calls
-            # that had already answered are undone here. A release (a call that is never
-            # skipped) is not cancelled: one cancelled before it was written would leave its
-            # hold to the lease; it finishes in the background, as after ``enough``.
-            for task, i in tasks.items():
-                on_orphan = calls[i].on_orphan
-                if not task.done():
-                    if calls[i].skip_if_busy:
-                        task.cancel()
-                    else:
-                        executors[i]._finish_late(task, on_orphan)
-                elif on_orphan is not None and not task.cancelled() and task.exception() is None:
-                    self._undo(on_orphan, task.result())
-            raise
-        for task in pending:  # enough: finished in the background, within their timeouts
-            executors[tasks[task]]._finish_late(task, calls[tasks[task]].on_orphan)
-        for reply in results:
-            if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
-                raise reply
-        return results
-
-    async def _eval_many_shared(
-        self,
-        calls: Sequence[Call],
-        executors: list[AsyncExecutor],
-        servers: list[AsyncServer],
-        enough: Enough | None,
-    ) -> list[Any]:
-        """:meth:`eval_many` when every call goes on a server's shared connection: each
-        call is queued on its connection at once (one write per server for every fan-out
-        of the loop turn; at once on an idle connection) and its reply is taken by a
-        callback, without a task per call;
-        the same outcomes as the per-call path (a timeout, an error, ``PENDING`` once
-        ``enough`` held and the grace ran out, the undoing of answered attempts when the
-        caller is cancelled). A script not loaded yet takes the per-call path (it loads
-        it); so do calls to a server a fan-out left a call on (:meth:`_late_calls`)."""
-        loop = asyncio.get_running_loop()
-        count = len(calls)
-        results: list[Any] = [PENDING] * count
-        submitted: list[tuple[MuxConnection, Slot] | None] = [None] * count
-        retries: dict[asyncio.Task[Any], int] = {}  # NOSCRIPT: the per-call path
-        remaining = count
-        wake: list[asyncio.Future[None]] = [loop.create_future()]
-
-        def woken() -> None:
-            if not wake[0].done():
-                wake[0].set_result(None)
-
-        def settled(i: int, outcome: Any) -> None:
-            nonlocal remaining
-            if results[i] is not PENDING:
-                return
-            results[i] = outcome
-            remaining -= 1
-            woken()
-
-        def retried(task: asyncio.Task[Any]) -> None:
-            i = retries.pop(task, -1)
-            if i < 0 or task.cancelled():
-                return
-            error = task.exception()
-            settled(i, task.result() if error is None else error)
-
-        def per_call(i: int) -> None:
-            """Call ``i`` on the per-call path (it loads a script NOSCRIPT found missing)."""
-            call = calls[i]
-            task = loop.create_task(
-                executors[i].eval(call.call, context=call.context, on_orphan=call.on_orphan)
-            )
-            retries[task] = i
-            task.add_done_callback(retried)
-
-        def answered(i: int) -> Callable[[asyncio.Future[list[Any]]], None]:
-            def done(future: asyncio.Future[list[Any]]) -> None:
-                entry = submitted[i]
-                if entry is None or results[i] is not PENDING:
-                    return
-                if future.cancelled():  # not by this fan-out (it settles first): closed
-                    settled(
-                        i,
-                        RedisConnectionError(
-                            f"{calls[i].context}: the connection was closed",
-                            maybe_executed=entry[1].sent,
-                        ),
-                    )
-                    return
-                outcome = servers[i].slot_outcome(entry[1], calls[i].context)
-                if outcome is NOSCRIPT:
-                    per_call(i)
-                    return
-                settled(i, outcome)
-
-            return done
-
-        for i, call in enumerate(calls):
-            entry = servers[i].submit_script(
-                call.call.script, call.call.keys, call.call.args, call.on_orphan
-            )
-            if entry is None:  # cannot happen after _shared_servers; the per-call path then
-                per_call(i)
-                continue
-            submitted[i] = entry
-            entry[1].future.add_done_callback(answered(i))
-
-        def expire() -> None:  # the servers' reply timeout: as the per-call deadline
-            for i, entry in enumerate(submitted):
-                if entry is not None and results[i] is PENDING and not entry[1].future.done():
-                    settled(i, servers[i].timed_out(entry[0], entry[1], calls[i].context))
-
-        started = loop.time()
-        timer = loop.call_later(max(server.timeout for server in servers), expire)
-        grace_timer: asyncio.TimerHandle | None = None
-        stop_at: float | None = None  # once enough: when the others stop being awaited
-        try:
-            while remaining:
-                if stop_at is None and enough is not None and enough(results):
-                    stop_at = grace_end(started, loop.time())
-                    grace_timer = loop.call_at(stop_at, woken)
-                if stop_at is not None and loop.time() >= stop_at:
-                    break
-                await wake[0]
-                wake[0] = loop.create_future()
-        except asyncio.CancelledError:
-            # Answered attempts are undone here; attempts in flight are abandoned (their
-            # reply goes to on_orphan; one not written yet never is); a release is never
-            # abandoned: it finishes in the background (as the per-call path).
-            for i, entry in enumerate(submitted):
-                on_orphan = calls[i].on_orphan
-                if results[i] is not PENDING:
-                    if on_orphan is not None and not isinstance(results[i], BaseException):
-                        self._undo(on_orphan, results[i])
-                elif entry is not None and calls[i].skip_if_busy:
-                    entry[1].future.cancel()
-                    entry[0].abandon(entry[1], timed_out=False)
-                elif entry is not None and not entry[1].future.done():
-                    executors[i]._finish_late(
-                        loop.create_task(_late_slot(servers[i], *entry, calls[i].context)),
-                        on_orphan,
-                    )
-            for task, i in list(retries.items()):
-                if calls[i].skip_if_busy:
-                    task.cancel()
-                else:
-                    executors[i]._finish_late(task, calls[i].on_orphan)
-            raise
-        finally:
-            timer.cancel()
-            if grace_timer is not None:
-                grace_timer.cancel()
-        for i, entry in enumerate(submitted):  # enough: finished in the background
-            if entry is not None and results[i] is PENDING and not entry[1].future.done():
-                task = loop.create_task(_late_slot(servers[i], *entry, calls[i].context))
-                executors[i]._finish_late(task, calls[i].on_orphan)
-        for task, i in list(retries.items()):
-            executors[i]._finish_late(task, calls[i].on_orphan)
-        for reply in results:
-            if isinstance(reply, BaseException) and not isinstance(reply, SyncPrimsError):
-                raise reply
-        return results
-
-    def _late_calls(self) -> list[asyncio.Task[Any]]:
-        """Calls a fan-out stopped waiting for that are not finished yet (only for a client
-        of one server: a cluster client's nodes are not told apart)."""
-        if not self._late or isinstance(self.transport, ClusterRouter):
-            return []
-        return list(self._late)
-
-    def _finish_late(self, task: asyncio.Task[Any], on_orphan: Orphan | None) -> None:
-        self._late.add(task)
-
-        def done(task: asyncio.Task[Any]) -> None:
-            self._late.discard(task)
-            if task.cancelled() or task.exception() is not None or on_orphan is None:
-                return
-            self._undo(on_orphan, task.result())
-
-        task.add_done_callback(done)
-
-    def _undo(self, on_orphan: Orphan, reply: Any) -> None:
-        task = asyncio.get_running_loop().create_task(undo_orphan(on_orphan, reply))
-        self._undoing.add(task)
-        task.add_done_callback(self._undoing.discard)
+            server = ex.transport
+            if not isinstance(server, AsyncServer):
+                return _routed_fan_out(calls, enough)
+            routed.append((server, call))
+        return fan_out(routed, enough)
 
     def background(self, work: Callable[[], Awaitable[None]]) -> None:
         """``work()`` as a task on the client's loop."""
@@ -414,28 +216,28 @@ class AsyncExecutor(ExecutorBase):
         bind_loop(self.event_loop)
         self.listeners.close()  # no listener callback from here
         self._wake_waiters()  # each re-checks, sees the client closing, gives up cleanly
+        await self.run_closers()  # leaderships: their work stopped, then resigned
         deadline = self.monotonic() + self.bounds.operation_timeout
         # Releases in flight finish first (counted by a plain counter: a release may run on
         # another loop or thread of the process; polled, there is no event to await).
         while not self.releases_done(deadline):  # noqa: ASYNC110
             await asyncio.sleep(0.002)
-        if self._late:  # each ends within its server's timeout
-            await asyncio.wait(list(self._late), timeout=self.bounds.timeout + 1)
-        for server in self._servers():
+        for server in self._servers():  # fan-out calls left there, late replies' handling
             await server.drain(self.bounds.timeout)
         pubsub = self.pubsub
         for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
             await subscriber.aclose()
         self.watchdog.aclose()
-        try:
-            await asyncio.wait_for(self.janitor.flush_now(), self.bounds.timeout + 2)
-        except Exception as error:  # the keys expire by their TTL
-            log.debug("shutdown: deleting unlock latch keys failed: %r", error)
-        try:
-            await asyncio.wait_for(self.record.withdraw(), self.bounds.timeout + 2)
-        except Exception as error:  # it expires by its TTL
-            log.debug("shutdown: deleting the client record failed: %r", error)
+        await self.delete_now(self.janitor.take() + self.record.withdrawn())
         await self.services.drain(1.0)
+        # Releases begun during the shutdown (their tasks ran on) finish, and their latch
+        # keys go, before the transport closes: nothing is awaited between the last look
+        # and close().
+        while not self.releases_done(deadline) or self.janitor.pending():
+            if self.janitor.pending():
+                await self.delete_now(self.janitor.take())
+            else:
+                await asyncio.sleep(0.002)
         self.transport.close()
         for server in self._servers():
             await server.release_idle()
@@ -486,42 +288,16 @@ async def open_executor(
     return executor
 
 
-def _shared_servers(executors: Sequence[AsyncExecutor]) -> list[AsyncServer] | None:
-    """Each call's server, when every one takes the fast fan-out of
-    :meth:`AsyncExecutor._eval_many_shared`: a single server (not a cluster) with an open
-    shared connection and no call a fan-out left on it; else ``None``."""
-    servers: list[AsyncServer] = []
-    for ex in executors:
-        server = ex.transport
-        if not isinstance(server, AsyncServer) or ex._late or not server.shares_open():
-            return None
-        servers.append(server)
-    return servers
-
-
-async def _late_slot(
-    server: AsyncServer, connection: MuxConnection, slot: Slot, context: str
-) -> Any:
-    """A fast fan-out's call left to finish in the background: its reply, within what is
-    left of the server's timeout (raised as :meth:`AsyncServer.eval` would)."""
-    try:
-        await asyncio.wait_for(asyncio.shield(slot.future), server.timeout)
-    except TimeoutError:
-        raise server.timed_out(connection, slot, context) from None
-    outcome = server.slot_outcome(slot, context)
-    if outcome is NOSCRIPT:  # cannot be: a loaded script stays loaded until SCRIPT FLUSH
-        raise RedisTimeoutError(f"{context}: the script was not loaded", maybe_executed=False)
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
-
-
-async def _after(earlier: Sequence[asyncio.Task[Any]], coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` once the earlier late calls on its server are finished (they end within
-    the server's timeout): a release queued behind a sick server's pending call."""
-    try:
-        await asyncio.wait(earlier)
-    except BaseException:
-        coro.close()
-        raise
-    return await coro
+async def _routed_fan_out(calls: Sequence[Call], enough: Enough | None) -> list[Any]:
+    """:meth:`AsyncExecutor.eval_many` for calls of which some go through a cluster router:
+    each is sent to its node, and the redirections it meets are followed after."""
+    routed: list[Routed] = []
+    for call in calls:
+        ex = call.executor
+        assert isinstance(ex, AsyncExecutor)
+        transport = ex.transport
+        if isinstance(transport, AsyncServer):
+            routed.append((transport, call))
+        else:
+            routed.append((await transport.server_for(call.script_call.keys), call))
+    return await follow(calls, await fan_out(routed, enough))

@@ -2,8 +2,9 @@
 back-off, and fork safety.
 
 Fork safety: after ``os.fork()`` every live executor in the child gets a new client id and
-forgets the parent's subscriptions and renewals (``os.register_at_fork``); the child
-therefore never owns, renews or releases the parent's locks. redis-py's pools notice the fork
+forgets the parent's subscriptions, renewals and per-client state (:class:`ClientParts`;
+``os.register_at_fork``, this module's one hook); the child therefore never owns, renews or
+releases the parent's locks. redis-py's pools notice the fork
 themselves and open new connections in the child.
 """
 
@@ -11,23 +12,29 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 from redis.backoff import EqualJitterBackoff
 
-from syncprims._protocol.contracts import Orphan, ScriptCall, Then
+from syncprims._gevent import refuse_if_monkey_patched
+from syncprims._protocol.contracts import ClientPart, Orphan, PartT, ScriptCall, Then
 from syncprims._protocol.ids import new_client_id
 from syncprims._protocol.keyspace import is_keyspace_channel
-from syncprims._protocol.timing import Bounds
+from syncprims._protocol.replication import sync_then
+from syncprims._protocol.serverinfo import info_fields
+from syncprims._protocol.timing import Bounds, clock
+from syncprims._services.janitor import Janitor
 from syncprims._services.record import ClientRecord, CommandRunner
-from syncprims._transport.cluster import ClusterRouter
-from syncprims._transport.errors import key_slot
+from syncprims._services.watchdog import Watchdog
+from syncprims._transport.cluster import ClusterRouter, key_slot
 from syncprims._transport.replicas import remembered_count, replica_count
+from syncprims._transport.server import NodeServer
 from syncprims._transport.sources import CONNECT_TIMEOUT, Source
 from syncprims.config import DEFAULT_TIMEOUT, Config
 from syncprims.errors import ClientClosedError, SyncPrimsError
@@ -36,7 +43,39 @@ __all__ = ["ExecutorBase"]
 
 log = logging.getLogger("syncprims")
 
-_live: weakref.WeakSet[ExecutorBase] = weakref.WeakSet()
+N = TypeVar("N", bound=NodeServer)  # the face's server
+
+_live: weakref.WeakSet[ExecutorBase[Any]] = weakref.WeakSet()
+_PATCHERS = frozenset({"gevent.monkey", "eventlet.patcher"})  # their patch state's modules
+_WARNED_EVICTION: set[str] = set()  # addresses whose eviction policy was warned about
+
+
+class ClientParts:
+    """A client's state of the core's mechanisms (``Executor.state``): one part per
+    mechanism, made at its first use and emptied in place in a forked child
+    (:meth:`ExecutorBase.after_fork`), so that the core objects holding a part keep it."""
+
+    __slots__ = ("_making", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: dict[type[ClientPart], ClientPart] = {}
+        self._making = threading.Lock()
+
+    def of(self, kind: type[PartT]) -> PartT:
+        """The part of type ``kind`` (made once, even when two threads ask at once)."""
+        part = self._parts.get(kind)
+        if part is None:
+            with self._making:
+                part = self._parts.get(kind)
+                if part is None:
+                    part = self._parts[kind] = kind()
+        return cast(PartT, part)
+
+    def clear(self) -> None:
+        """In a forked child: every part forgets the parent's entries."""
+        self._making = threading.Lock()  # the parent's may have been taken when it forked
+        for part in self._parts.values():
+            part.clear()
 
 
 def resolve(config: Config, source: Source) -> tuple[Config, Bounds]:
@@ -66,7 +105,7 @@ def resolve(config: Config, source: Source) -> tuple[Config, Bounds]:
     return resolved, bounds
 
 
-class ExecutorBase:
+class ExecutorBase(Generic[N]):
     """Options, identity, clocks and back-off common to both executors.
 
     Args:
@@ -76,9 +115,21 @@ class ExecutorBase:
 
     record: ClientRecord
     """The client's record in Redis (set by each executor, on its services loop)."""
-    transport: Any
-    """The face's transport: a server, or a cluster router of its servers (each executor
-    names its own type)."""
+    janitor: Janitor
+    """Deletes the unlock latch keys in the background (set by each executor)."""
+    watchdog: Watchdog
+    """Renews leases and checks holds when a server lost data (set by each executor)."""
+    transport: N | ClusterRouter[N]
+    """The face's transport: a server, or a cluster router of its servers; both satisfy
+    ``syncprims._transport.server.Server``."""
+
+    late_reply_window: float
+    """How long the late reply of an abandoned call may still be read, seconds (set by each
+    executor)."""
+    refuses_patched = False
+    """Whether the face refuses a process monkey-patched by gevent or eventlet (the sync
+    face, ``syncprims._gevent``): at connect, and at each acquisition once one of them is
+    imported, so a client connected before the patching is refused too."""
 
     def __init__(self, config: Config, source: Source) -> None:
         self.config, self.bounds = resolve(config, source)
@@ -91,9 +142,24 @@ class ExecutorBase:
         base, cap = self.config.retry_delay
         self._backoff = EqualJitterBackoff(cap=cap, base=base)
         self.closed = False
+        # What shutdown ends first, while the client still works (a leader election's
+        # leadership: its work stopped, then resigned), by the owner's id.
+        self.closers: dict[int, Callable[[], Awaitable[object]]] = {}
+        self.state = ClientParts()
+        """The client's state of the core's mechanisms (``Executor.state``)."""
         self._releasing = 0  # releases in flight (release_started / release_ended)
         self._releasing_mutex = threading.Lock()
         _live.add(self)
+
+    async def run_closers(self) -> None:
+        """At shutdown, once no acquisition may start: end what :attr:`closers` holds, each
+        in turn (an error is logged, and the others still run)."""
+        while self.closers:
+            _, close = self.closers.popitem()
+            try:
+                await close()
+            except Exception as error:
+                log.warning("ending a leadership at shutdown failed: %r", error)
 
     def release_started(self) -> None:
         """A release began: :meth:`releases_done` waits for it at shutdown."""
@@ -111,6 +177,8 @@ class ExecutorBase:
         ``syncprims._services.record``)."""
         if self.closed:
             raise ClientClosedError(f"the client is shut down ({context})")
+        if self.refuses_patched and _PATCHERS & sys.modules.keys():  # patched after connect
+            refuse_if_monkey_patched()
         if self.record.announced != self.client_id:  # inline: no call per acquisition
             self.record.announce()
 
@@ -127,6 +195,19 @@ class ExecutorBase:
         except SyncPrimsError as error:
             self.record.refused(error)
 
+    async def delete_now(self, keys: list[str], timeout: float | None = None) -> None:
+        """Delete ``keys`` (unlock latch keys, the client's record) now: one ``UNLINK`` per
+        slot, each sent once (``timeout``: seconds for its reply instead of the usual); what
+        fails is left to its TTL (logged at DEBUG)."""
+        for group in self.janitor.groups(keys):
+            try:
+                await self.transport.command(
+                    "UNLINK", *group, context="deleting the client's keys", route=group[0],
+                    timeout=timeout,
+                )  # fmt: skip
+            except Exception as error:
+                log.debug("UNLINK of %d keys failed: %r", len(group), error)
+
     def releases_done(self, deadline: float) -> bool:
         """Whether no release is in flight; polled by shutdown until ``deadline``
         (:meth:`monotonic`)."""
@@ -139,6 +220,11 @@ class ExecutorBase:
     def slot_of(self, key: str) -> int:
         """The cluster slot of ``key`` (0 outside a cluster)."""
         return key_slot(key) if self.cluster else 0
+
+    def node_of(self, key: str | None) -> object:
+        """The server ``key`` lives on: a cluster node's address, else ``None`` (the one)."""
+        transport = self.transport
+        return transport.node_of(key) if isinstance(transport, ClusterRouter) else None
 
     def sharded(self, channel: str, key: str) -> bool:
         """Whether ``channel`` of the object at ``key`` uses sharded pub/sub: a Redis 7+
@@ -155,8 +241,9 @@ class ExecutorBase:
         return "SPUBLISH" if self.cluster and self.sharded(channel, key) else "PUBLISH"
 
     def monotonic(self) -> float:
-        """The monotonic clock, seconds."""
-        return time.monotonic()
+        """The clock leases and deadlines are counted on, seconds (monotonic; it goes on
+        while the host is suspended where the platform allows: ``timing.clock``)."""
+        return clock()
 
     def wall_ms(self) -> int:
         """The wall clock, epoch milliseconds."""
@@ -177,18 +264,50 @@ class ExecutorBase:
             await self.transport.ready()
         await self.transport.command("PING", context="connecting")
         await self.write_record(self.transport)
+        await self._read_server()
         if self.config.lock_synced_replicas == "auto" and not isinstance(
             self.transport, ClusterRouter
         ):
             await replica_count(self.transport, self.monotonic(), recheck=True)
 
-    def _replica_server(self, route: str) -> Any:
+    async def _read_server(self) -> None:
+        """At connect: the server's ``INFO``, the reading the watchdog compares later ones
+        with (``syncprims._protocol.serverinfo``), and a warning, once per server, when
+        its ``maxmemory-policy`` may evict a lock's keys."""
+        try:
+            reply = await self.transport.command("INFO", context="reading the server's INFO")
+        except SyncPrimsError as error:  # refused by an ACL, or fakeredis: nothing to compare
+            log.debug("INFO at connect: %s", error)
+            return
+        self.watchdog.observe(self.node_of(None), reply)
+        policy = info_fields(reply).get("maxmemory_policy", "noeviction")
+        if policy != "noeviction" and self.source.address not in _WARNED_EVICTION:
+            _WARNED_EVICTION.add(self.source.address)
+            log.warning(
+                "Redis at %s may evict keys (maxmemory-policy %s): a lock's key evicted is a "
+                "lock given to another client while its holder still holds it (the holder "
+                "is told within about a second). Locks need maxmemory-policy noeviction, or "
+                "a Redis of their own (docs/guarantees.md)",
+                self.source.address,
+                policy,
+            )
+
+    def _replica_server(self, route: str) -> N:
         transport = self.transport
         return transport.route([route]) if isinstance(transport, ClusterRouter) else transport
 
     def replicas(self, route: str, *, recheck: bool = False) -> Coroutine[Any, Any, int]:
         # replica_count's coroutine itself, no layer around it (every acquire asks)
         return replica_count(self._replica_server(route), self.monotonic(), recheck=recheck)
+
+    async def renewal_sync(self, route: str, recheck: bool = False) -> Then | None:
+        """The ``WAIT``/``WAITAOF`` a watchdog renewal of a hold on ``route`` is written with,
+        as an acquisition's (``lock_synced_replicas``, ``lock_synced_aof``), or ``None``:
+        a renewal the replicas did not take counts as failed (``syncprims._services.
+        watchdog``)."""
+        setting = self.config.lock_synced_replicas
+        required = await self.replicas(route, recheck=recheck) if setting == "auto" else setting
+        return sync_then(required, self.config.lock_synced_aof, self.config.replica_sync_timeout)
 
     def known_replicas(self, route: str) -> int | None:
         return remembered_count(self._replica_server(route), self.monotonic())
@@ -202,15 +321,16 @@ class ExecutorBase:
         self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
     ) -> tuple[Any, Any]:
         """Run the script ``call`` and ``then`` behind it in one write (the transport's
-        ``eval_then``): the script's reply and ``then``'s."""
-        reply: tuple[Any, Any] = await self.transport.eval_then(
-            call, then, context=context, on_orphan=on_orphan
-        )
-        return reply
+        ``eval_then``): the script's reply and ``then``'s. ``on_orphan``: the core's
+        contract names it for both faces; the asyncio executor takes it to its transport
+        (a blocking call's reply never outlives its caller)."""
+        return await self.transport.eval_then(call, then, context=context)
 
     def after_fork(self) -> None:
         """In a forked child: a new identity, and nothing of the parent's background state."""
         self.client_id = new_client_id()
+        self.closers = {}
+        self.state.clear()
 
 
 def client_name(source: Source) -> str | None:
@@ -236,8 +356,13 @@ def _database(source: Source) -> int:
         return 0
 
 
+def live() -> list[ExecutorBase[Any]]:
+    """The executors of this process not yet collected."""
+    return list(_live)
+
+
 def _after_fork_in_child() -> None:
-    for executor in list(_live):
+    for executor in live():
         executor.after_fork()
 
 

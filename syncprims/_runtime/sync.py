@@ -11,11 +11,14 @@ thread of its own.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+import attrs
 
 from syncprims._gevent import refuse_if_monkey_patched
 from syncprims._protocol.contracts import (
@@ -26,22 +29,22 @@ from syncprims._protocol.contracts import (
     Enough,
     Orphan,
     ScriptCall,
+    Then,
     WakePolicy,
+    WiredCall,
 )
 from syncprims._protocol.stepping import run
-from syncprims._protocol.wire import Wired, wired
-from syncprims._runtime.base import ExecutorBase, client_name
+from syncprims._runtime.base import ExecutorBase, client_name, live
 from syncprims._services.janitor import Janitor
 from syncprims._services.listeners import ObjectListeners
 from syncprims._services.loop import ServiceLoop
 from syncprims._services.pubsub import ClusterSubscribers, Subscription, ThreadSubscriber
 from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import Watchdog
-from syncprims._transport.cluster import ClusterRouter, SyncTopology
-from syncprims._transport.errors import ClusterRedirectError
-from syncprims._transport.fanout import Routed, fan_out
+from syncprims._transport.blocking.fanout import Routed, fan_out
+from syncprims._transport.blocking.server import SyncRouter, SyncServer
+from syncprims._transport.cluster import ClusterRouter, SyncTopology, follow
 from syncprims._transport.sources import Source, close_source, sync_source
-from syncprims._transport.sync import SyncServer
 from syncprims.config import Config
 from syncprims.errors import ServerReplyError, SyncPrimsError
 
@@ -49,9 +52,11 @@ __all__ = ["SyncExecutor"]
 
 log = logging.getLogger("syncprims")
 
-SyncTransport = SyncServer | ClusterRouter[SyncServer]
+SyncTransport = SyncServer | SyncRouter
 
 _ROUTED_KEPT = 64  # routed MultiLock attempts an executor keeps (eval_many)
+EXIT_TIMEOUT = 0.5
+"""Seconds each call made at interpreter exit waits for Redis (:meth:`SyncExecutor.at_exit`)."""
 
 
 class _OffLoop:
@@ -72,8 +77,14 @@ class _OffLoop:
             None, lambda: run(transport.command(*args, context=context, route=route))
         )
 
+    async def eval_then(self, call: ScriptCall, then: Then, *, context: str) -> tuple[Any, Any]:
+        transport = self._transport
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: run(transport.eval_then(call, then, context=context))
+        )
 
-class SyncExecutor(ExecutorBase):
+
+class SyncExecutor(ExecutorBase[SyncServer]):
     """Blocking transport; every operation completes on the calling thread.
 
     Args:
@@ -82,13 +93,15 @@ class SyncExecutor(ExecutorBase):
     """
 
     transport: SyncTransport
+    refuses_patched = True
 
     def __init__(self, config: Config, source: Source) -> None:
         super().__init__(config, source)
         timeout = self.bounds.timeout
+        self.late_reply_window = timeout  # the fan-out's late lane reads until the deadline
         self.pubsub: ThreadSubscriber | ClusterSubscribers[ThreadSubscriber]
         if source.cluster is not None:
-            router = ClusterRouter(
+            router = SyncRouter(
                 SyncTopology(source.cluster),
                 lambda pool, address: SyncServer(
                     pool, address=address, timeout=timeout, share=config.pool_share
@@ -127,38 +140,44 @@ class SyncExecutor(ExecutorBase):
             batch_size=self.config.watchdog_batch_size,
             retry_delay=self.config.retry_delay[1],
             slot_of=self.slot_of,
+            node_of=self.node_of,
+            sync=self.renewal_sync,
         )
         self.janitor = Janitor(self.loop, runner, slot_of=self.slot_of)
         self.listeners = ObjectListeners(self.loop, database=self.database)
-        self.record = ClientRecord(self.loop, runner, lambda: self.client_id, client_name(source))
+        self.record = ClientRecord(
+            self.loop,
+            runner,
+            lambda: self.client_id,
+            client_name(source),
+            enabled=self.config.client_record,
+        )
 
     async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
+        # on_orphan: the core's contract names it for both faces; a blocking call's reply
+        # never outlives its caller (SyncServer.eval), so the transport takes none
         return await self.transport.eval(call, context=context)
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
         if len(calls) == 1:  # a 1-lock MultiLock (or a lone retry): the single-call path
             single = calls[0]
             ex = single.executor
-            if (
-                isinstance(ex, SyncExecutor)
-                and isinstance(ex.transport, SyncServer)
-                and not ex.transport.lane.busy()
-            ):
+            server = ex.transport if isinstance(ex, SyncExecutor) else None
+            if isinstance(server, SyncServer) and not server.busy():
                 # Same outcomes as a fan-out of one (no quorum stops it early, so nothing
-                # goes to a late lane; an error is returned, not raised), without its
-                # book-keeping (docs/design.md: "a fan-out of one call").
+                # goes to a late lane; an error is returned, not raised) [hot-10].
                 try:
-                    return [await ex.eval(single.call, context=single.context)]
+                    return [await ex.eval(single.script_call, context=single.context)]
                 except SyncPrimsError as error:
                     return [error]
-        # A tuple of calls (a MultiLock's attempt, made once per owner) is routed once and
-        # kept (_ROUTED_KEPT per executor), by identity: the entry holds the tuple, so its
-        # id is not reused while kept. Dict reads and writes are atomic: a clear racing a
-        # read makes a miss, routed again.
+        # A tuple of calls (a MultiLock's attempt, made once per owner) is routed and encoded
+        # once and kept (_ROUTED_KEPT per executor), by identity: the entry holds the tuple,
+        # so its id is not reused while kept [hot-5]. Dict reads and writes are atomic: a
+        # clear racing a read makes a miss, routed again.
         kept = self._routed.get(id(calls))
         if kept is not None and kept[0] is calls:
-            return await self._follow(calls, fan_out(kept[1], enough))
-        routed = []
+            return fan_out(kept[1], enough)
+        routed: list[Routed] = []
         keep = isinstance(calls, tuple)  # a cluster's routes move: not kept
         for call in calls:
             ex = call.executor
@@ -167,41 +186,22 @@ class SyncExecutor(ExecutorBase):
             transport = ex.transport
             if isinstance(transport, ClusterRouter):
                 keep = False
-                await transport.ready()
-                server = transport.route(call.call.keys)
+                server = await transport.server_for(call.script_call.keys)
             else:
                 server = transport
-            script_call = call.call
-            command = script_call.command()  # encoded already for a WiredCall
-            if keep and type(command) is not Wired:  # kept, sent again: encode it once
-                command = wired(command)
-            routed.append(
-                Routed(
-                    server,
-                    script_call.script,
-                    script_call.keys,
-                    script_call.args,
-                    call.context,
-                    call.on_orphan,
-                    call.skip_if_busy,
-                    command,
+            if keep and not isinstance(call.script_call, WiredCall):  # sent again: encoded
+                routed.append(
+                    (server, attrs.evolve(call, script_call=WiredCall.of(call.script_call)))
                 )
-            )
+            else:
+                routed.append((server, call))
+        replies = fan_out(routed, enough)
         if keep:
             if len(self._routed) >= _ROUTED_KEPT:
                 self._routed.clear()
             self._routed[id(calls)] = (calls, routed)
-        return await self._follow(calls, fan_out(routed, enough))
-
-    async def _follow(self, calls: Sequence[Call], replies: list[Any]) -> list[Any]:
-        for i, reply in enumerate(replies):
-            if isinstance(reply, ClusterRedirectError):  # it did not run: follow it alone
-                call = calls[i]
-                try:
-                    replies[i] = await call.executor.eval(call.call, context=call.context)
-                except SyncPrimsError as error:
-                    replies[i] = error
-        return replies
+            return replies
+        return await follow(calls, replies)  # a cluster's redirections, each alone
 
     async def subscribe(
         self, channel: str, policy: WakePolicy, route: str | None = None
@@ -275,14 +275,13 @@ class SyncExecutor(ExecutorBase):
             return True
         started = self.monotonic()
         try:
-            reply = await self.transport.command(
+            reply = await self.transport.command_held(
                 "BLPOP",
                 key,
                 f"{max(timeout, 0.001):.3f}",
                 context=context,
                 route=route,
                 timeout=timeout + self.bounds.timeout,
-                hold=True,
             )
         except SyncPrimsError as error:  # no pop (Redis unreachable): the latch instead
             refused = isinstance(error, ServerReplyError) and error.code == "NOPERM"
@@ -325,10 +324,8 @@ class SyncExecutor(ExecutorBase):
         self.loop.call_soon(lambda: self.loop.spawn(off_loop()))
 
     async def _close_services(self) -> None:
-        """On the services loop: stop renewing, delete pending latch keys."""
+        """On the services loop: stop renewing."""
         self.watchdog.aclose()
-        await self.janitor.flush_now()
-        await self.record.withdraw()
 
     def close(self) -> None:
         """Let the releases in flight (other threads') finish, within the operation timeout
@@ -340,6 +337,7 @@ class SyncExecutor(ExecutorBase):
         self.closed = True  # no new acquisition from here (refuse_if_closing)
         self.listeners.close()  # no listener callback from here
         self._wake_waiters()  # each re-checks, sees the client closing, gives up cleanly
+        run(self.run_closers())  # leaderships: their work stopped, then resigned
         deadline = self.monotonic() + self.bounds.operation_timeout
         while not self.releases_done(deadline):  # releases in flight finish first
             time.sleep(0.002)
@@ -352,6 +350,10 @@ class SyncExecutor(ExecutorBase):
             except Exception as error:
                 log.warning("shutdown of the services did not finish cleanly: %r", error)
         self.loop.close()
+        # The latch keys and the record, on this thread: also when the services never ran
+        # (a client that only connected has a record), and with what a release of another
+        # thread discarded meanwhile.
+        run(self.delete_now(self.janitor.take() + self.record.withdrawn()))
         self.transport.close()
         close_source(self.source)
 
@@ -364,6 +366,16 @@ class SyncExecutor(ExecutorBase):
         pubsub = self.pubsub
         for driver in pubsub.drivers() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
             driver.table.wake_everyone()
+
+    def at_exit(self) -> None:
+        """At interpreter exit, for a client never shut down: no acquisition from here, and
+        its unlock latch keys not yet deleted and its record go, sent on the calling thread
+        (the services' worker threads refuse work by then), each reply waited for at most
+        :data:`EXIT_TIMEOUT` (no retry: what is left expires by its TTL). A lock still held
+        expires by its lease."""
+        if not self.closed:
+            self.closed = True
+            run(self.delete_now(self.janitor.take() + self.record.withdrawn(), EXIT_TIMEOUT))
 
     def after_fork(self) -> None:
         super().after_fork()
@@ -403,3 +415,11 @@ def open_executor(
             executor.close()
             raise
     return executor
+
+
+@atexit.register
+def _at_exit() -> None:
+    """Clients the program did not shut down leave no latch keys and no record behind."""
+    for executor in live():
+        if isinstance(executor, SyncExecutor):
+            executor.at_exit()

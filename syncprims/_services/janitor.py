@@ -70,16 +70,33 @@ class Janitor:
         asyncio.get_running_loop().call_later(self._delay, self._flush)
 
     def _flush(self) -> None:
+        keys = self.take()
+        self._delay = BUSY_FLUSH_DELAY if len(keys) >= BUSY_KEYS else FLUSH_DELAY
+        for group in self.groups(keys):
+            self._services.spawn(self._unlink(group))
+
+    def take(self) -> list[str]:
+        """The keys not yet deleted, taken from the janitor (any thread)."""
         with self._mutex:
             keys, self._keys = self._keys, []
             self._scheduled = False
-        self._delay = BUSY_FLUSH_DELAY if len(keys) >= BUSY_KEYS else FLUSH_DELAY
+        return keys
+
+    def pending(self) -> bool:
+        """Whether keys are waiting to be deleted (read without the mutex: a hint)."""
+        return bool(self._keys)
+
+    def groups(self, keys: Sequence[str]) -> list[list[str]]:
+        """``keys`` in groups of at most ``BATCH`` of one slot each (a cluster command
+        touches one slot only)."""
         by_slot: dict[int, list[str]] = {}
-        for key in keys:  # one UNLINK per slot (a cluster command touches one slot only)
+        for key in keys:
             by_slot.setdefault(self._slot_of(key), []).append(key)
-        for group in by_slot.values():
-            for start in range(0, len(group), BATCH):
-                self._services.spawn(self._unlink(group[start : start + BATCH]))
+        return [
+            group[start : start + BATCH]
+            for group in by_slot.values()
+            for start in range(0, len(group), BATCH)
+        ]
 
     async def _unlink(self, keys: Sequence[str]) -> None:
         try:
@@ -88,17 +105,6 @@ class Janitor:
             )
         except Exception as error:  # they expire by their TTL anyway
             log.debug("janitor: UNLINK of %d keys failed: %s", len(keys), error)
-
-    async def flush_now(self) -> None:
-        """Delete the keys not yet deleted, now (at shutdown; on the services loop)."""
-        with self._mutex:
-            keys, self._keys = self._keys, []
-        by_slot: dict[int, list[str]] = {}
-        for key in keys:
-            by_slot.setdefault(self._slot_of(key), []).append(key)
-        for group in by_slot.values():
-            for start in range(0, len(group), BATCH):
-                await self._unlink(group[start : start + BATCH])
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child."""

@@ -19,7 +19,7 @@ refusals, lingering, dispatch); two drivers move the bytes:
   waiting tasks' futures on that same loop.
 
 Both open a connection of their own with the settings of the pool the client was built on
-(host, TLS, credentials, database, client name; ``connections.own_connection``) and close
+(host, TLS, credentials, database, client name; ``compat.own_connection``) and close
 it when the client shuts down: a subscription holds its connection for good, and taking it
 from the pool would take one of the application's connections (or, at ``max_connections``,
 fail). Decisions, on purpose (measured on this machine):
@@ -59,14 +59,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from syncprims._protocol.contracts import WakePolicy
 from syncprims._services.latch import Latch, Signal
-from syncprims._transport.connections import (
-    ERRORS,
-    aread,
-    own_connection,
-    read_in_callback,
-    read_message,
-    readable,
-)
+from syncprims._transport.aio.replies import read_in_callback
+from syncprims._transport.compat import ERRORS, aread, own_connection, read_message, readable
 from syncprims._transport.errors import error_code
 from syncprims.errors import ClientClosedError, ServerReplyError
 
@@ -509,7 +503,7 @@ class ThreadSubscriber:
 class TaskSubscriber:
     """The asyncio face's driver: a task on the client's loop keeps a connection of a
     ``redis.asyncio`` pool subscribed (its messages parsed in the loop's protocol callback
-    where redis-py's parser allows it, ``connections.read_in_callback``, else read by it).
+    where redis-py's parser allows it, ``aio.replies.read_in_callback``, else read by it).
 
     Args: as :class:`ThreadSubscriber`.
     """

@@ -20,9 +20,14 @@ Decisions:
   written again every :data:`REFRESH` from a timer of the services loop (one ``SET`` per
   client every few minutes, whatever it holds), so a lock held for hours by the watchdog
   keeps its record; a process that died leaves it for at most :data:`TTL`; shutdown deletes
-  it. A forked child has a new client id (``syncprims._runtime.base``) and announces anew.
+  it, whether or not the client ever acquired (the blocking face also at interpreter exit,
+  ``syncprims._runtime.sync``). A forked child has a new client id
+  (``syncprims._runtime.base``) and announces anew.
+* **Optional.** ``connect(..., client_record=False)`` writes none (``syncprims inspect`` and
+  ``syncprims unlock`` connect so: a read-only look writes nothing); ``info()`` then shows
+  this client's holds without a process.
 * **Not ``CLIENT SETNAME``.** syncprims drives the connections of the application's own
-  pool (``syncprims._transport.connections``): naming them after the client id would
+  pool (``syncprims._transport.compat``): naming them after the client id would
   replace the application's ``client_name`` on connections it uses too, and ``CLIENT LIST``
   gives no pid anyway (and is often refused by ACLs).
 * **Best effort.** A write that fails is logged at DEBUG and tried again at the next
@@ -64,14 +69,15 @@ class CommandRunner(Protocol):
 
 
 class ClientRecord:
-    """Writes and refreshes one client's record; every method but :meth:`withdraw` never
-    blocks and may be called from any thread.
+    """Writes and refreshes one client's record; no method blocks, and every one may be
+    called from any thread.
 
     Args:
         services: the loop the writes run on.
         runner: runs one command there.
         client_id: the client's current id (it changes in a forked child).
         client_name: the application's client name for its connections, if any.
+        enabled: ``False``: write nothing, ever (``Config.client_record``).
     """
 
     def __init__(
@@ -80,6 +86,8 @@ class ClientRecord:
         runner: CommandRunner,
         client_id: Callable[[], str],
         client_name: str | None,
+        *,
+        enabled: bool = True,
     ) -> None:
         self._services = services
         self._runner = runner
@@ -92,7 +100,9 @@ class ClientRecord:
         self._written: str | None = None  # the client id written at connect
         self._ms = round(TTL * 1000)
         self._timer: asyncio.TimerHandle | None = None  # loop-only
-        self._closed = False
+        self._enabled = enabled
+        self._closed = not enabled  # no more writes (disabled, refused, or shut down)
+        self._refused = False  # NOPERM: the user may not touch the key (no DEL either)
 
     def announce(self) -> None:
         """Keep the record of the current client id, from now on (idempotent, cheap)."""
@@ -100,9 +110,11 @@ class ClientRecord:
         if self.announced == client_id:
             return
         with self._mutex:
-            if self.announced == client_id or self._closed:
+            if self.announced == client_id:
                 return
-            self.announced = client_id
+            self.announced = client_id  # remembered even when nothing is written: no retry
+            if self._closed:
+                return
         self._services.call_soon(self._arm if self._written == client_id else self._refresh)
 
     def first_command(self) -> tuple[str | int, ...] | None:
@@ -118,7 +130,7 @@ class ClientRecord:
     def refused(self, error: BaseException) -> None:
         """The connect-time write failed: best effort (see the module docstring)."""
         if isinstance(error, ServerReplyError) and error.code == "NOPERM":
-            self._closed = True  # an ACL without the key: not again
+            self._closed = self._refused = True  # an ACL without the key: not again
         self._written = None  # else the refresh writes it
         log.debug("client record: SET at connect failed: %s", error)
 
@@ -159,27 +171,28 @@ class ClientRecord:
             )  # fmt: skip
         except ServerReplyError as error:
             if error.code == "NOPERM":  # an ACL without the key: not again (ACL LOG stays quiet)
-                self._closed = True
+                self._closed = self._refused = True
                 if self._timer is not None:
                     self._timer.cancel()
             log.debug("client record %s: SET refused: %s", key, error)
         except Exception as error:  # best effort: info() then shows no record
             log.debug("client record %s: SET failed: %s", key, error)
 
-    async def withdraw(self) -> None:
-        """At shutdown, on the loop: stop refreshing and delete the record (best effort)."""
-        self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        client_id, self.announced = self.announced, None
-        if client_id is None:
-            return
-        key = record_key(client_id)
-        try:
-            await self._runner.command("DEL", key, context="deleting the client record", route=key)
-        except Exception as error:  # it expires by its TTL
-            log.debug("client record %s: DEL failed: %s", key, error)
+    def withdrawn(self) -> list[str]:
+        """At shutdown (or exit), after the services loop stopped or on it: write no more,
+        and return the keys of the records written (or being written) for the caller to
+        delete, each once; none when disabled or refused (best effort: a record not deleted
+        expires by its TTL)."""
+        with self._mutex:
+            self._closed = True
+            ids = {self.announced, self._written}
+            self.announced = self._written = None
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        if not self._enabled or self._refused:
+            return []
+        return [record_key(client_id) for client_id in ids if client_id is not None]
 
     def forget(self) -> None:
         """After ``os.fork()``, in the child: the parent's timer did not survive."""

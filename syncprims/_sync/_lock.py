@@ -210,7 +210,7 @@ class RLock(RExpirable, Guarded):
             LockNotHeldError: the current thread never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        _run(self._core.holds.ensure_held(_owner() if owner is None else _explicit(owner)))
+        _run(self._core.ensure_held(_owner() if owner is None else _explicit(owner)))
 
     def acquire(
         self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
@@ -257,7 +257,7 @@ class RLock(RExpirable, Guarded):
         _run(self._core.lock(_owner(), None))
 
     def _leave(self) -> None:
-        _run(self._core.releases.on_exit(_owner()))
+        _run(self._core.unlock_on_exit(_owner()))
 
     def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

@@ -10,6 +10,7 @@ from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
 from syncprims._core.owners import explicit_owner as _explicit
+from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
@@ -43,21 +44,29 @@ class MultiLock(Guarded):
 
     _core_class: type[MultiLockCore] = MultiLockCore
 
-    def __init__(self, *locks: RLock) -> None:
+    def __init__(self, *locks: RLock, on_lost: LostCallback | None = None) -> None:
         """Build one from lock objects of this face.
 
         Args:
             *locks: the sub-locks (at least one).
+            on_lost: called as ``on_lost(name, reason)``, once, when a hold is lost: too
+                few of its sub-locks still hold it (a MultiLock: any one lost; a RedLock:
+                more than a minority), each sub-lock's loss found by its client's watchdog
+                (expiry, a forced delete, failed renewals, a server that lost its data). It
+                runs on a client's event loop: keep it short.
 
         Raises:
-            TypeError: an argument is not a lock of this face.
+            TypeError: an argument is not a lock of this face, or ``on_lost`` not callable.
             ValueError: no lock.
         """
         for lock in locks:
             if not isinstance(lock, RLock):
                 raise TypeError(f"expected lock objects of this face, not {type(lock).__name__}")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         self._locks = locks
         self._core = self._core_class([lock._core for lock in locks])
+        self._core.on_lost = on_lost
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self._core.name}>"
@@ -134,6 +143,23 @@ class MultiLock(Guarded):
     def is_locked(self) -> bool:
         """Whether the required sub-locks are held, by anyone."""
         return _run(self._core.is_locked())
+
+    @property
+    def is_lost(self) -> bool:
+        """Whether the current thread's hold is known to be lost (no Redis call is made): too
+        few of its sub-locks still hold it (losing a minority of a RedLock's is not losing
+        it), or its lease ran out; False again after the next acquire or unlock."""
+        return self._core.lost_reason(_owner()) is not None
+
+    def ensure_held(self, *, owner: OwnerId | None = None) -> None:
+        """Check, with the servers, that the current thread (or ``owner``) still holds the
+        required sub-locks.
+
+        Raises:
+            LockLostError: the hold was lost (too few sub-locks still hold it).
+            LockNotHeldError: it was never acquired, or released.
+        """
+        _run(self._core.ensure_held(_owner() if owner is None else _explicit(owner)))
 
     def validity_time(self, *, owner: OwnerId | None = None) -> float | None:
         """Seconds left before the earliest sub-lock may expire, for a lock taken with a lease.

@@ -4,7 +4,7 @@ redis-py keeps the slot map (its ``NodesManager``: ``CLUSTER SLOTS`` at start, `
 corrections, re-initialization) and one connection pool per node; syncprims uses both. What
 stays here is the routing loop around *one attempt* of a call: ``RedisCluster``'s own
 ``execute_command`` re-sends a command after a connection error or a timeout, which an
-acquire script must never be (see :mod:`syncprims._transport.sync`).
+acquire script must never be (see :mod:`syncprims._transport.blocking.server`).
 
 * A call goes to the node of its first key's slot (every key of one object shares a hash tag,
   so one slot).
@@ -16,9 +16,13 @@ acquire script must never be (see :mod:`syncprims._transport.sync`).
 * A call that fails before reaching a node makes the next call reload the slot map
   (redis-py's ``initialize``): a failover moves slots to a promoted replica.
 
-The per-node servers are the faces' own (:class:`~syncprims._transport.sync.SyncServer`,
-:class:`~syncprims._transport.aio.AsyncServer`), whose methods the router awaits; the
-blocking ones never suspend, so the sync face still runs its core in one step.
+The per-node servers are the faces' own (``blocking.server.SyncServer``,
+``aio.server.AsyncServer``), whose methods the router awaits: it satisfies the same
+:class:`~syncprims._transport.server.Server` interface as they do, and each face's router
+(``SyncRouter``, ``AsyncRouter``) adds what that face's servers alone do. The blocking ones
+never suspend, so the sync face still runs its core in one step. A fan-out sends each call
+to its node once (:meth:`ClusterRouter.server_for`), and :func:`follow` then follows the
+redirections its calls met.
 """
 
 from __future__ import annotations
@@ -27,57 +31,33 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from syncprims._protocol.contracts import Orphan, ScriptCall, Then
-from syncprims._transport.aio import NodePool
-from syncprims._transport.caching import cache_free_pool
-from syncprims._transport.connections import amove_slot, move_slot, node_pool
-from syncprims._transport.errors import ClusterRedirectError, key_slot
-from syncprims.errors import RedisConnectionError, ServerReplyError, TransportError
+import redis.crc
 
-__all__ = ["AsyncTopology", "ClusterRouter", "NodeServer", "SyncTopology"]
+from syncprims._protocol.contracts import Call, ScriptCall, Then
+from syncprims._transport.caching import cache_free_pool
+from syncprims._transport.compat import amove_slot, astale, move_slot, node_pool
+from syncprims._transport.errors import ClusterRedirectError
+from syncprims._transport.server import NodeServer
+from syncprims.errors import RedisConnectionError, ServerReplyError, SyncPrimsError, TransportError
+
+__all__ = [
+    "AsyncTopology",
+    "ClusterRouter",
+    "NodePool",
+    "SyncTopology",
+    "follow",
+    "key_slot",
+]
 
 MAX_HOPS = 6
 Address = tuple[str, int]
-
-
-class NodeServer(Protocol):
-    """One node's server (either face's)."""
-
-    address: str
-
-    async def eval(
-        self,
-        call: ScriptCall,
-        *,
-        context: str,
-        on_orphan: Orphan | None = None,
-        asking: bool = False,
-    ) -> Any: ...
-
-    async def eval_then(
-        self,
-        call: ScriptCall,
-        then: Then,
-        *,
-        context: str,
-        on_orphan: Orphan | None = None,
-        asking: bool = False,
-    ) -> tuple[Any, Any]: ...
-
-    async def command(
-        self,
-        *args: str | int,
-        context: str,
-        route: str | None = None,
-        asking: bool = False,
-        timeout: float | None = None,
-        hold: bool = False,
-    ) -> Any: ...
-
-    def close(self) -> None: ...
-
-
 S = TypeVar("S", bound=NodeServer)
+T = TypeVar("T")
+
+
+def key_slot(key: str) -> int:
+    """The cluster slot of ``key`` (CRC16 of its hash tag; redis-py's implementation)."""
+    return int(redis.crc.key_slot(key.encode("utf-8")))
 
 
 class _Nodes:
@@ -126,6 +106,37 @@ class SyncTopology(_Nodes):
 
     async def refresh(self) -> None:
         self._cluster.nodes_manager.initialize()
+
+
+class NodePool:
+    """The connections of one ``redis.asyncio`` cluster node, with a pool's interface."""
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
+        self.connection_kwargs: dict[str, Any] = node.connection_kwargs
+
+    async def get_connection(self) -> Any:
+        """A connected connection of the node (redis-py's ``acquire_connection``)."""
+        conn = self._node.acquire_connection()
+        try:
+            if conn.is_connected and await astale(conn):
+                await conn.disconnect()  # closed by the server, or holds unread data
+            if not conn.is_connected:
+                await conn.connect()
+        except BaseException:
+            self._node.release(conn)
+            raise
+        return conn
+
+    async def release(self, conn: Any) -> None:
+        """Give a connection back to the node."""
+        self._node.release(conn)
+
+    @property
+    def connection_class(self) -> Any:
+        """The node's connection class (for :func:`~syncprims._transport.compat.
+        own_connection`)."""
+        return self._node.connection_class
 
 
 class AsyncTopology(_Nodes):
@@ -218,6 +229,12 @@ class ClusterRouter(Generic[S]):
         """The server for a call on ``keys`` (by the first key)."""
         return self.server(self.node_of(keys[0] if keys else None))
 
+    async def server_for(self, keys: Sequence[str]) -> S:
+        """:meth:`route`, once the slot map is ready: where a fan-out sends a call on
+        ``keys`` (a redirection it meets is then followed by :func:`follow`)."""
+        await self.ready()
+        return self.route(keys)
+
     async def ready(self) -> None:
         """Reload the slot map if a call found it stale, and probe for sharded pub/sub once."""
         if self._stale:
@@ -241,7 +258,9 @@ class ClusterRouter(Generic[S]):
 
     # -- calls --------------------------------------------------------------------------------
 
-    async def _routed(self, keys: Sequence[str], call: Callable[[S, bool], Awaitable[Any]]) -> Any:
+    async def routed(self, keys: Sequence[str], call: Callable[[S, bool], Awaitable[T]]) -> T:
+        """``call(server, asking)`` on the node that owns ``keys``, following redirections
+        (each face's calls and its router's own are made through this)."""
         await self.ready()
         target: Address | None = None
         asking = False
@@ -269,23 +288,18 @@ class ClusterRouter(Generic[S]):
         assert last is not None
         raise last
 
-    async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
+    async def eval(self, call: ScriptCall, *, context: str) -> Any:
         """Run the script ``call`` once on the node of its keys (following redirections)."""
-        return await self._routed(
-            call.keys,
-            lambda server, ask: server.eval(call, context=context, on_orphan=on_orphan, asking=ask),
+        return await self.routed(
+            call.keys, lambda server, ask: server.eval(call, context=context, asking=ask)
         )
 
-    async def eval_then(
-        self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
-    ) -> tuple[Any, Any]:
+    async def eval_then(self, call: ScriptCall, then: Then, *, context: str) -> tuple[Any, Any]:
         """Run the script ``call`` and the command ``then`` behind it in one write, on the
         node of its keys (following redirections)."""
-        result: tuple[Any, Any] = await self._routed(
+        result: tuple[Any, Any] = await self.routed(
             call.keys,
-            lambda server, ask: server.eval_then(
-                call, then, context=context, on_orphan=on_orphan, asking=ask
-            ),
+            lambda server, ask: server.eval_then(call, then, context=context, asking=ask),
         )
         return result
 
@@ -294,18 +308,12 @@ class ClusterRouter(Generic[S]):
         *args: str | int,
         context: str,
         route: str | None = None,
-        asking: bool = False,
         timeout: float | None = None,
-        hold: bool = False,
     ) -> Any:
-        """Run a plain command once on the node of ``route`` (any node for ``None``;
-        ``hold``: see the node server's ``command``)."""
-        keys = [route] if route is not None else []
-        return await self._routed(
-            keys,
-            lambda server, ask: server.command(
-                *args, context=context, asking=ask, timeout=timeout, hold=hold
-            ),
+        """Run a plain command once on the node of ``route`` (any node for ``None``)."""
+        return await self.routed(
+            [route] if route is not None else [],
+            lambda server, ask: server.command(*args, context=context, timeout=timeout, asking=ask),
         )
 
     def close(self) -> None:
@@ -313,3 +321,20 @@ class ClusterRouter(Generic[S]):
         for server in self.servers():
             server.close()
         self._topology.close()
+
+
+async def follow(calls: Sequence[Call], replies: list[Any]) -> list[Any]:
+    """``replies``, a fan-out's to ``calls`` (each sent to its node once, by either face's
+    fan-out), with every cluster redirection followed: such a call did not run, and goes
+    again alone through its executor, whose router follows redirections."""
+    for i, reply in enumerate(replies):
+        if not isinstance(reply, ClusterRedirectError):
+            continue
+        call = calls[i]
+        try:
+            replies[i] = await call.executor.eval(
+                call.script_call, context=call.context, on_orphan=call.on_orphan
+            )
+        except SyncPrimsError as error:
+            replies[i] = error
+    return replies

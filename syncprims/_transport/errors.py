@@ -1,4 +1,4 @@
-"""The one boundary where redis-py's exceptions become syncprims errors, and command packing.
+"""The one boundary where redis-py's exceptions become syncprims errors.
 
 Every call the transport makes on a redis-py connection goes through :func:`translate` when
 it fails, with whether the command may have reached the server (``sent``): the core decides
@@ -7,13 +7,7 @@ from ``TransportError.maybe_executed`` whether an operation may be retried.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import redis.crc
-
-from syncprims._protocol.wire import Wired
-from syncprims._transport.connections import ERRORS
+from syncprims._transport.compat import ERRORS
 from syncprims.errors import (
     AuthenticationError,
     RedisConnectionError,
@@ -23,35 +17,7 @@ from syncprims.errors import (
     TransportError,
 )
 
-__all__ = ["ClusterRedirectError", "error_code", "key_slot", "pack", "redirection", "translate"]
-
-_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
-try:
-    from hiredis import pack_command as _hiredis_pack
-except ImportError:  # pragma: no cover - hiredis is a dependency, but stay usable without it
-    _hiredis_pack = None
-
-
-def pack(conn: Any, command: tuple[Any, ...]) -> Any:
-    """Encode a command for ``send_packed_command``.
-
-    With hiredis (a dependency) this is its C encoder, called directly: ``redis.asyncio``
-    connections otherwise pack in pure Python (a quarter of an uncontended acquire+release
-    in the asyncio face, measured here), and the blocking connections wrap the same encoder
-    in a per-argument Python check. Text is encoded as UTF-8 whatever the client's
-    ``encoding`` (Redisson's ``StringCodec``), so names and owner fields are the same bytes
-    for every client. A command encoded already (``_protocol.wire``) is sent as it is.
-    """
-    if type(command) is Wired:
-        return command.wire
-    if _hiredis_pack is not None:
-        return [_hiredis_pack(command)]  # a list: both faces' send_packed_command iterate it
-    return conn.pack_command(*command)
-
-
-def key_slot(key: str) -> int:
-    """The cluster slot of ``key`` (CRC16 of its hash tag; redis-py's implementation)."""
-    return int(redis.crc.key_slot(key.encode("utf-8")))
+__all__ = ["ClusterRedirectError", "error_code", "redirection", "translate"]
 
 
 class ClusterRedirectError(TransportError):
@@ -148,6 +114,12 @@ def translate(
             f"Redis at {address} is no longer the master while {context}: {error}",
             maybe_executed=False,
         )
+    if isinstance(error, ERRORS.authentication) and _no_password(error):
+        return AuthenticationError(
+            f"Redis at {address} wants a password and none was given while {context}: put "
+            "it in the URL (redis://[user]:password@host:port) or as the client's password=",
+            code="NOAUTH",
+        )
     if isinstance(error, ERRORS.authentication):
         return AuthenticationError(
             f"Redis at {address} refused the credentials while {context}: {error} (check the "
@@ -170,8 +142,27 @@ def translate(
             f"connection to Redis at {address} failed while {context}: {error}",
             maybe_executed=sent,
         )
+    if isinstance(error, ERRORS.invalid_response):
+        return RedisConnectionError(
+            f"the server at {address} does not speak the Redis protocol ({error}) while "
+            f"{context}: check the URL's host and port",
+            maybe_executed=sent,
+        )
     if isinstance(error, ERRORS.response):
         code = error_code(error)
         shown = f"{code} {error}" if code and not str(error).startswith(code) else str(error)
         return ServerReplyError(f"Redis at {address} refused {context}: {shown}", code=code)
-    return SyncPrimsError(f"Redis client error while {context}: {error!r}")
+    return SyncPrimsError(
+        f"Redis client error while {context} (Redis at {address}): {type(error).__name__}: {error}"
+    )
+
+
+def _no_password(error: BaseException) -> bool:
+    """Whether an authentication error says that no password was sent (``NOAUTH``, or
+    Redis 6+'s refusal of an unauthenticated ``HELLO``)."""
+    text = str(error)
+    return (
+        text.startswith("NOAUTH")
+        or "Authentication required" in text
+        or ("HELLO must be called with the client already authenticated" in text)
+    )

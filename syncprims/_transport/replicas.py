@@ -74,10 +74,11 @@ class _Server(Protocol):
     async def command(self, *args: str | int, context: str) -> Any: ...
 
 
-def connected_replicas(info: bytes) -> int:
+def connected_replicas(info: bytes | str) -> int:
     """The replicas of an ``INFO replication`` reply that are in sync (``state=online``; one
-    still loading its first copy cannot acknowledge a ``WAIT`` yet)."""
-    return len(_ONLINE.findall(info))
+    still loading its first copy cannot acknowledge a ``WAIT`` yet). The reply is text where
+    the parser decodes every reply (redis-py 5.0 with hiredis and ``decode_responses=True``)."""
+    return len(_ONLINE.findall(info.encode() if isinstance(info, str) else bytes(info)))
 
 
 def remembered_count(server: _Server, now: float) -> int | None:
@@ -117,5 +118,5 @@ async def replica_count(server: _Server, now: float, *, recheck: bool = False) -
         return 0
     except TransportError:
         return known.count
-    known.seen(connected_replicas(bytes(info)), now)
+    known.seen(connected_replicas(info), now)
     return known.count

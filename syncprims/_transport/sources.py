@@ -45,7 +45,7 @@ import redis.sentinel
 from redis.backoff import NoBackoff
 
 from syncprims._transport.caching import cache_free_pool
-from syncprims._transport.connections import ERRORS, use_valkey, valkey_if_imported
+from syncprims._transport.compat import ERRORS, use_valkey, valkey_if_imported
 from syncprims.errors import RedisConnectionError
 
 __all__ = [

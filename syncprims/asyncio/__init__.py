@@ -18,6 +18,7 @@ pub/sub reader and watchdog run on that loop, through the pool it was given.
 
 from syncprims import errors
 from syncprims._core.owners import OwnerId
+from syncprims._protocol.election import Leader
 from syncprims._protocol.info import (
     ClientProcess,
     LatchInfo,
@@ -39,6 +40,7 @@ from syncprims.asyncio._client import (
     connect,
     connect_many,
 )
+from syncprims.asyncio._election import LeaderElection
 from syncprims.asyncio._fair import FairLock
 from syncprims.asyncio._fenced import FencedLock
 from syncprims.asyncio._latch import CountDownLatch
@@ -89,6 +91,8 @@ __all__ = [
     "LockHolder",
     "LockInfo",
     "LatchStatistics",
+    "Leader",
+    "LeaderElection",
     "LockStatistics",
     "LockWaiter",
     "LossReason",

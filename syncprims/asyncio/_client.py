@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # only the types are named; valkey-py is optional (the [valke
     import redis.asyncio
     import valkey.asyncio
 
+from syncprims._core.election import ElectionCore
 from syncprims._core.fair import FairLockCore
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.latch import CountDownLatchCore
@@ -23,11 +24,13 @@ from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._core.spin import BackOff, SpinLockCore
 from syncprims._protocol.contracts import LostCallback
+from syncprims._protocol.loss import LossReason
 from syncprims._protocol.templates import lock_namer, require_coroutine_function
 from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.aio import AsyncExecutor as _Executor
 from syncprims._runtime.aio import open_executor as _open
 from syncprims.asyncio._decorate import P, T
+from syncprims.asyncio._election import LeaderElection
 from syncprims.asyncio._fair import FairLock
 from syncprims.asyncio._fenced import FencedLock
 from syncprims.asyncio._latch import CountDownLatch
@@ -83,7 +86,7 @@ def _with_callback(
             "raise_on_release_error must be a bool or None, not "
             f"{type(raise_on_release_error).__name__}"
         )
-    core.on_lost = on_lost
+    core.holds.on_lost = on_lost
     core.raise_on_release_error = raise_on_release_error
     return core
 
@@ -297,6 +300,7 @@ class Client:
         self,
         name: str,
         *,
+        durable_tokens: bool = False,
         on_lost: LostCallback | None = None,
         raise_on_release_error: bool | None = None,
     ) -> FencedLock:
@@ -304,14 +308,25 @@ class Client:
 
         Args:
             name: the lock's Redis key; a non-empty ``str``.
+            durable_tokens: ``True``: every token is at least the server's clock in
+                microseconds since the epoch, so tokens stay strictly higher than all
+                earlier ones across an empty restart, the eviction of the counter and a
+                failover that lost the last writes (as long as the server's clock does not
+                step back across the loss). ``False`` (default): Redisson's counter, which
+                starts again from 1 after such a loss (docs/fenced-lock.md, "Durable
+                tokens").
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
             raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
             TypeError, ValueError: a bad name, ``on_lost`` not callable, or
-                ``raise_on_release_error`` not a ``bool``.
+                ``raise_on_release_error`` or ``durable_tokens`` not a ``bool``.
         """
-        core = _with_callback(FencedLockCore(self._ex, name), on_lost, raise_on_release_error)
+        core = _with_callback(
+            FencedLockCore(self._ex, name, durable_tokens=durable_tokens),
+            on_lost,
+            raise_on_release_error,
+        )
         return FencedLock(core)
 
     def get_spin_lock(
@@ -343,6 +358,49 @@ class Client:
         core = SpinLockCore(self._ex, name, backoff)
         return SpinLock(_with_callback(core, on_lost, raise_on_release_error))
 
+    def get_leader_election(
+        self,
+        name: str,
+        *,
+        value: str | None = None,
+        lease_time: Duration | None = None,
+        on_elected: Callable[[int], object] | None = None,
+        on_revoked: Callable[[LossReason | None], object] | None = None,
+    ) -> LeaderElection:
+        """A candidate of the leader election called ``name`` (no Redis call is made): one
+        per process that may lead (docs/election.md).
+
+        Args:
+            name: the election's name; a non-empty ``str`` (its keys are
+                ``syncprims_election:{name}`` and beside it, all in one cluster slot).
+            value: what others see of this candidate when it leads (``leader().value``);
+                ``None`` (default): ``"<host>:<pid>"``.
+            lease_time: the leadership's lease, seconds or ``timedelta`` (at least 1 s),
+                renewed by the watchdog every third of it: a crashed leader is replaced
+                within it. ``None`` (default): the client's ``lock_watchdog_timeout``.
+            on_elected: called as ``on_elected(term)`` by ``campaign()`` once this candidate
+                leads, in the campaigning task; if it raises, the leadership is resigned.
+            on_revoked: called as ``on_revoked(reason)`` once per leadership when it ends:
+                ``reason`` a [`LossReason`][syncprims.LossReason] when it was lost,
+                ``None`` when it was given up (``resign()``, the client's shutdown,
+                ``on_elected`` raising). It runs on the client's event loop for a loss:
+                keep it short.
+
+        Raises:
+            TypeError: a bad name, ``value`` not a ``str``, a callback not callable.
+            ValueError: an empty name, or a bad ``lease_time`` (not a positive duration, or
+                under 1 s).
+        """
+        core = ElectionCore(
+            self._ex,
+            name,
+            value=value,
+            lease_time=lease_time,
+            on_elected=on_elected,
+            on_revoked=on_revoked,
+        )
+        return LeaderElection(core)
+
     def get_semaphore(self, name: str) -> Semaphore:
         """The semaphore called ``name`` (no Redis call is made).
 
@@ -351,13 +409,27 @@ class Client:
         """
         return Semaphore(SemaphoreCore(self._ex, name))
 
-    def get_permit_expirable_semaphore(self, name: str) -> PermitExpirableSemaphore:
+    def get_permit_expirable_semaphore(
+        self, name: str, *, server_time: bool = False
+    ) -> PermitExpirableSemaphore:
         """The permit-expirable semaphore called ``name`` (no Redis call is made).
 
+        Args:
+            name: the semaphore's Redis key; a non-empty ``str``.
+            server_time: ``True``: leases start and end on the server's clock (the scripts
+                read ``TIME``), so a client whose clock is off cannot end another's lease
+                early or keep its own too long; for deployments without Redisson clients
+                (their scripts count on each client's clock). ``False`` (default):
+                Redisson's layout, leases as epoch ms from each client's wall clock: a
+                client whose clock runs ahead reclaims others' leases early
+                (docs/semaphores.md, "Clocks").
+
         Raises:
-            TypeError, ValueError: a bad name.
+            TypeError, ValueError: a bad name, or ``server_time`` not a ``bool``.
         """
-        return PermitExpirableSemaphore(PermitExpirableSemaphoreCore(self._ex, name))
+        return PermitExpirableSemaphore(
+            PermitExpirableSemaphoreCore(self._ex, name, server_time=server_time)
+        )
 
     def get_count_down_latch(self, name: str) -> CountDownLatch:
         """The count-down latch called ``name`` (no Redis call is made).
@@ -367,15 +439,19 @@ class Client:
         """
         return CountDownLatch(CountDownLatchCore(self._ex, name))
 
-    def get_multi_lock(self, *locks: RLock) -> MultiLock:
+    def get_multi_lock(self, *locks: RLock, on_lost: LostCallback | None = None) -> MultiLock:
         """A [`MultiLock`][syncprims.asyncio.MultiLock] of ``locks`` (lock objects of this face,
         from any client).
 
+        Args:
+            *locks: the sub-locks.
+            on_lost: called once when a hold is lost (any sub-lock lost it).
+
         Raises:
-            TypeError: an argument is not a lock of this face.
+            TypeError: an argument is not a lock of this face, or ``on_lost`` not callable.
             ValueError: no lock.
         """
-        return MultiLock(*locks)
+        return MultiLock(*locks, on_lost=on_lost)
 
     def synchronized(
         self,
@@ -457,8 +533,9 @@ class Client:
         threads) finish first, for up to the operation timeout (``timeout`` times the
         attempts, plus back-off); no acquisition starts meanwhile, and waiting callers are
         woken and raise ``ClientClosedError`` once they have left the wait cleanly (a lock
-        granted to one of them meanwhile is given back).
-        Locks still held then stop being renewed and expire by their lease; later calls on
+        granted to one of them meanwhile is given back). A leader election's leadership is
+        then resigned, its work stopped first (``resign()``), so that the next candidate leads
+        at once. Locks still held then stop being renewed and expire by their lease; later calls on
         this client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
         [`connect`][syncprims.asyncio.connect] stays open and usable: its owner closes it. A client
         made from a URL is closed.
@@ -542,23 +619,32 @@ class MasterSet:
         """One client per master, in the order given."""
         return self._clients
 
-    def get_red_lock(self, name: str) -> RedLock:
+    def get_red_lock(self, name: str, *, on_lost: LostCallback | None = None) -> RedLock:
         """A [`RedLock`][syncprims.asyncio.RedLock] of the lock ``name`` on every master (no Redis
         call is made).
 
-        Raises:
-            TypeError, ValueError: a bad name.
-        """
-        return RedLock(*(client.get_lock(name) for client in self._clients))
+        Args:
+            name: the lock's Redis key on each master.
+            on_lost: called once when a hold is lost: more than a minority of the masters
+                lost it ([`MultiLock`][syncprims.asyncio.MultiLock]).
 
-    def get_multi_lock(self, name: str) -> MultiLock:
+        Raises:
+            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
+        """
+        return RedLock(*(client.get_lock(name) for client in self._clients), on_lost=on_lost)
+
+    def get_multi_lock(self, name: str, *, on_lost: LostCallback | None = None) -> MultiLock:
         """A [`MultiLock`][syncprims.asyncio.MultiLock] of the lock ``name`` on every master (all
         must be held).
 
+        Args:
+            name: the lock's Redis key on each master.
+            on_lost: called once when a hold is lost: any master lost it.
+
         Raises:
-            TypeError, ValueError: a bad name.
+            TypeError, ValueError: a bad name, or ``on_lost`` not callable.
         """
-        return MultiLock(*(client.get_lock(name) for client in self._clients))
+        return MultiLock(*(client.get_lock(name) for client in self._clients), on_lost=on_lost)
 
     async def shutdown(self) -> None:
         """Shut every client down (redis-py clients passed in stay open). Idempotent."""

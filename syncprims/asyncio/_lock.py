@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from typing import Self
 
@@ -15,7 +14,7 @@ from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.info import LockInfo
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LockStatistics
-from syncprims._protocol.timing import Duration
+from syncprims._protocol.timing import Duration, clock
 from syncprims.asyncio._decorate import Guarded
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
@@ -215,7 +214,7 @@ class RLock(RExpirable, Guarded):
             LockNotHeldError: the current task never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        await self._core.holds.ensure_held(_owner() if owner is None else _explicit(owner))
+        await self._core.ensure_held(_owner() if owner is None else _explicit(owner))
 
     # unasync: remove (a thread cannot be cancelled from outside)
     @contextlib.asynccontextmanager
@@ -260,9 +259,7 @@ class RLock(RExpirable, Guarded):
         end = self._core.holds.lease_end(owner)
         timer = None
         if end is not None:
-            timer = loop.call_later(
-                max(0.0, end - time.monotonic()), on_loss, LossReason.LEASE_EXPIRED
-            )
+            timer = loop.call_later(max(0.0, end - clock()), on_loss, LossReason.LEASE_EXPIRED)
         try:
             try:
                 yield self
@@ -350,7 +347,7 @@ class RLock(RExpirable, Guarded):
         await self._core.lock(_owner(), None)
 
     async def _leave(self) -> None:
-        await self._core.releases.on_exit(_owner())
+        await self._core.unlock_on_exit(_owner())
 
     async def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

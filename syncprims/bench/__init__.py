@@ -33,8 +33,9 @@ from typing import Any, TextIO
 
 import attrs
 
-from syncprims.bench.scale import scale
 from syncprims.bench.scenarios import (
+    RUN_TIMES,
+    Progress,
     Row,
     Settings,
     contended,
@@ -47,6 +48,15 @@ from syncprims.bench.scenarios import (
 )
 
 __all__ = ["SCENARIOS", "main", "run"]
+
+
+def scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
+    """:func:`syncprims.bench.scale.scale`, imported when run (it needs the asyncio face,
+    which the command line's other commands do not)."""
+    from syncprims.bench.scale import scale as run_scale
+
+    return run_scale(urls, settings, progress)
+
 
 SCENARIOS: dict[str, Callable[[list[str], Settings, Callable[[str], None]], list[Row]]] = {
     "uncontended": uncontended,
@@ -449,10 +459,11 @@ def main(args: Any) -> int:
         if embedded and isinstance(embedded[0], FakeServer):
             print("note: fakeredis is far slower than Redis: these figures say little")
         print(f"syncprims bench on {servers}; scenarios: {', '.join(scenarios)}", flush=True)
+        print(f"how long: {RUN_TIMES}", flush=True)
         if "redlock" in scenarios or "scale" in scenarios:  # 5 independent masters
-            extra = [start_embedded() for _ in range(5 - len(urls))]
-            embedded += extra
-            urls = urls + [server.url for server in extra]
+            while len(urls) < 5:
+                embedded.append(start_embedded())
+                urls.append(embedded[-1].url)
         out_dir = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
         run(urls, scenarios, settings, out_dir=out_dir, stream=sys.stdout, servers=servers)
     finally:

@@ -19,12 +19,27 @@ from typing import Any
 import attrs
 import redis
 
+from syncprims._embedded import exit_with_parent
 from syncprims.bench.history import Hold, analyse
 from syncprims.bench.peers import available, open_peer
 
-__all__ = ["Row", "Settings", "contended", "handoff", "uncontended", "watchdog_scale"]
+__all__ = [
+    "RUN_TIMES",
+    "Row",
+    "Settings",
+    "contended",
+    "handoff",
+    "uncontended",
+    "watchdog_scale",
+]
 
 Progress = Callable[[str], None]
+
+RUN_TIMES = "--quick about 1 minute, the full run about 20 minutes, on a quiet 2-core machine"
+"""How long every scenario takes, measured on a 2-core VM: ``--quick`` 69-72 s at a load
+of 3-4 (428 s before its cuts and the fork server); the full run 1,366 s on 2026-11-25, with
+spawned workers (at a load of 13-21 it ran past 50 minutes, most of them in the scale
+scenario's 10,000 tasks)."""
 
 
 @attrs.frozen
@@ -43,13 +58,14 @@ class Settings:
 
     @classmethod
     def full(cls) -> Settings:
-        """The full run (about 10 minutes)."""
+        """The full run (:data:`RUN_TIMES`)."""
         return cls(False, 5, 2.0, 300, 30, 5.0, 10_000, 60.0, 30.0)
 
     @classmethod
     def fast(cls) -> Settings:
-        """``--quick`` (about 2 minutes): fewer, shorter runs."""
-        return cls(True, 3, 0.5, 100, 10, 2.0, 2_000, 12.0, 3.0)
+        """``--quick`` (under 2 minutes on 2 cores): every scenario and peer, one run each,
+        shorter windows, fewer writes and tasks."""
+        return cls(True, 1, 0.5, 100, 10, 1.0, 2_000, 6.0, 3.0)
 
 
 @attrs.frozen
@@ -98,6 +114,31 @@ def _present(peers: list[str], progress: Progress) -> list[str]:
 
 def _key(prefix: str) -> str:
     return f"bench:{prefix}:{uuid.uuid4().hex[:8]}"
+
+
+def _worker_context() -> Any:
+    """The multiprocessing context of the scenarios' worker processes: forked by a server
+    process that imported the bench and its peers once (``forkserver``: a worker is ready
+    in milliseconds, where a spawned one first imports redis-py, about 2 s on a busy 2-core
+    machine), else spawned. Every measurement starts once all its workers are ready."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["syncprims.bench.scenarios", "redis_lock", "pottery"])
+    return ctx
+
+
+def _ended(processes: list[Any], grace: float) -> None:
+    """Give the started ``processes`` ``grace`` seconds (in all) to end, then SIGKILL the
+    ones still running (each child also ends by itself once this process is gone:
+    :func:`~syncprims._embedded.exit_with_parent`)."""
+    deadline = time.monotonic() + grace
+    for p in processes:
+        if p.pid is not None:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(5)
 
 
 # -- 1 and 7: uncontended pairs per second ----------------------------------------------------
@@ -203,6 +244,7 @@ HANDOFF = [
 
 
 def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any) -> None:
+    exit_with_parent()
     session = open_peer(peer, urls)
     lock = session.lock(key)
     token = peer == "BLPOP floor"
@@ -220,7 +262,7 @@ def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any
 
 
 def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, float]:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _worker_context()
     key = _key("h")
     session = open_peer(peer, urls)
     lock = session.lock(key)
@@ -244,10 +286,11 @@ def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, fl
                 raise RuntimeError(f"{peer}: a handoff took more than 30 s")
             here.recv()
         acquired = here.recv()
+    except BaseException:
+        _ended([waiter], 0)
+        raise
     finally:
-        waiter.join(10)
-        if waiter.is_alive():
-            waiter.kill()
+        _ended([waiter], 10)
         session.close()
     latencies = sorted((a - r) / 1e6 for a, r in zip(acquired, released, strict=True))
     return _quantile(latencies, 0.5), _quantile(latencies, 0.99)
@@ -304,6 +347,7 @@ def _contender(job: _Contender, ready: Any, start: Any, out: Any) -> None:
     """One worker process: ``threads`` threads, each with its own client (as users run it),
     looping acquire -> GET/SET a counter (non-atomic: a lost update shows an overlap) ->
     release."""
+    exit_with_parent()
     peer, urls, key, worker, threads, seconds = attrs.astuple(job, recurse=False)
     sessions = [open_peer(peer, urls) for _ in range(threads)]
     counters = [redis.Redis.from_url(urls[0]) for _ in range(threads)]
@@ -369,7 +413,7 @@ def _commandstats(url: str) -> dict[str, int]:
 def _one_contended_run(
     peer: str, urls: list[str], seconds: float, processes: int = 4, threads: int = 2
 ) -> _ContendedRun:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _worker_context()
     key = _key("c")
     if peer == "BLPOP floor":  # the one token
         with redis.Redis.from_url(urls[0]) as r:
@@ -383,17 +427,20 @@ def _one_contended_run(
         )
         for w in range(processes)
     ]
-    for p in workers:
-        p.start()
-    for _ in workers:
-        if not ready.acquire(timeout=60):
-            raise RuntimeError(f"{peer}: a worker process did not start")
-    before = _commandstats(urls[0])
-    start.set()
-    batches = [out.get(timeout=seconds + 60) for _ in workers]
-    after = _commandstats(urls[0])
-    for p in workers:
-        p.join(10)
+    try:
+        for p in workers:
+            p.start()
+        for _ in workers:
+            if not ready.acquire(timeout=60):
+                raise RuntimeError(f"{peer}: a worker process did not start")
+        before = _commandstats(urls[0])
+        start.set()
+        batches = [out.get(timeout=seconds + 60) for _ in workers]
+        after = _commandstats(urls[0])
+    except BaseException:
+        _ended(workers, 0)
+        raise
+    _ended(workers, 10)
     holds = [Hold(*h) for batch in batches for h in batch]
     overlaps, handoffs = analyse(holds)
     with redis.Redis.from_url(urls[0]) as r:
@@ -481,6 +528,7 @@ def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
 
     import syncprims
 
+    exit_with_parent()
     client = syncprims.connect(url, lock_watchdog_timeout=settings.watchdog_timeout)
     prefix = _key("wd")
     names = [f"{prefix}:{i}" for i in range(settings.watchdog_locks)]
@@ -520,16 +568,20 @@ def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
 
 def watchdog_scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
     """Scenario 6: N locks held with the watchdog in one process; CPU, batching, leases kept."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _worker_context()
     out = ctx.Queue()
     child = ctx.Process(target=_watchdog_child, args=(urls[0], settings, out), daemon=True)
     progress(
         f"  watchdog     {settings.watchdog_locks:,} locks held for "
         f"{settings.watchdog_seconds:g} s (watchdog timeout {settings.watchdog_timeout:g} s)"
     )
-    child.start()
-    result = out.get(timeout=settings.watchdog_seconds + 300)
-    child.join(30)
+    try:
+        child.start()
+        result = out.get(timeout=settings.watchdog_seconds + 300)
+    except BaseException:
+        _ended([child], 0)
+        raise
+    _ended([child], 30)
     per_trip = result["renewals"] / result["round_trips"] if result["round_trips"] else 0.0
     progress(
         f"  watchdog     renewals {result['renewals']:,} in {result['round_trips']:,} round trips "
@@ -566,6 +618,7 @@ class _RwReaders:
 def _rw_reader(job: _RwReaders, ready: Any, out: Any) -> None:
     import syncprims
 
+    exit_with_parent()
     client = syncprims.connect(job.url)
     read = client.get_read_write_lock(job.key, writer_preference=job.writer_preference).read_lock()
     counts = [0] * job.threads
@@ -595,7 +648,7 @@ def _one_rw_run(
     """Writer waits (ms; ``cap`` for a write that timed out) and how many timed out."""
     import syncprims
 
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _worker_context()
     key = _key("rw")
     ready, out = ctx.Semaphore(0), ctx.Queue()
     budget = 1.0 + writes * (cap + 0.1)
@@ -604,31 +657,32 @@ def _one_rw_run(
         ctx.Process(
             target=_rw_reader,
             args=(_RwReaders(url, key, 2, think, stop_at, preference), ready, out),
+            daemon=True,
         )
         for _ in range(4)
     ]
-    for p in readers:
-        p.start()
-    for _ in readers:
-        if not ready.acquire(timeout=60):
-            raise RuntimeError("a reader process did not start")
     waits: list[float] = []
     timeouts = 0
-    with syncprims.connect(url) as client:
-        write = client.get_read_write_lock(key, writer_preference=preference).write_lock()
-        time.sleep(0.3)  # the readers are cycling
-        for _ in range(writes):
-            begin = time.monotonic()
-            if write.try_lock(wait_time=cap):
-                waits.append((time.monotonic() - begin) * 1000)
-                write.unlock()
-            else:
-                waits.append(cap * 1000)
-                timeouts += 1
-            time.sleep(0.02)
-    for p in readers:  # stop the readers now: the measurement is done
-        p.kill()
-        p.join(10)
+    try:
+        for p in readers:
+            p.start()
+        for _ in readers:
+            if not ready.acquire(timeout=60):
+                raise RuntimeError("a reader process did not start")
+        with syncprims.connect(url) as client:
+            write = client.get_read_write_lock(key, writer_preference=preference).write_lock()
+            time.sleep(0.3)  # the readers are cycling
+            for _ in range(writes):
+                begin = time.monotonic()
+                if write.try_lock(wait_time=cap):
+                    waits.append((time.monotonic() - begin) * 1000)
+                    write.unlock()
+                else:
+                    waits.append(cap * 1000)
+                    timeouts += 1
+                time.sleep(0.02)
+    finally:
+        _ended(readers, 0)  # stop the readers now: the measurement is done
     return waits, timeouts
 
 
@@ -641,7 +695,7 @@ def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> l
     then. With ``writer_preference=True`` (readers and writer) a waiting writer holds back
     new readers.
     """
-    writes, cap = (5, 2.0) if settings.quick else (20, 5.0)
+    writes, cap = (3, 1.0) if settings.quick else (20, 5.0)
     rows: list[Row] = []
     for think, preference in ((0.0, False), (0.002, False), (0.0, True)):
         label = "readers back to back" if think == 0 else "readers pause 2 ms"
@@ -750,27 +804,28 @@ def redlock_frozen(urls: list[str], settings: Settings, progress: Progress) -> l
     pairs = max(20, int(200 * settings.seconds))
     medians: dict[int, list[float]] = {0: [], 1: [], 2: []}
     for repeat in range(settings.repeats):
-        servers = [RedisServer() for _ in range(5)]
-        masters = syncprims.connect_many([server.url for server in servers])
+        servers: list[RedisServer] = []
         try:
-            lock = masters.get_red_lock(_key("frozen"))
-            _pair_median(lock, 20)  # every connection open
-            for frozen in (0, 1, 2):
-                for server in servers[:frozen]:
-                    server.pause()
-                try:
-                    median = _pair_median(lock, pairs)
-                finally:
+            while len(servers) < 5:
+                servers.append(RedisServer(end_with_parent=True))
+            with syncprims.connect_many([server.url for server in servers]) as masters:
+                lock = masters.get_red_lock(_key("frozen"))
+                _pair_median(lock, 20)  # every connection open
+                for frozen in (0, 1, 2):
                     for server in servers[:frozen]:
-                        server.resume()
-                medians[frozen].append(median)
-                progress(
-                    f"  redlock-frozen run {repeat + 1}/{settings.repeats}  {frozen} of 5 frozen  "
-                    f"pair p50 {median:8.3f} ms"
-                )
-                time.sleep(0.1)
+                        server.pause()
+                    try:
+                        median = _pair_median(lock, pairs)
+                    finally:
+                        for server in servers[:frozen]:
+                            server.resume()
+                    medians[frozen].append(median)
+                    progress(
+                        f"  redlock-frozen run {repeat + 1}/{settings.repeats}  {frozen} of 5 "
+                        f"frozen  pair p50 {median:8.3f} ms"
+                    )
+                    time.sleep(0.1)
         finally:
-            masters.shutdown()
             for server in servers:
                 server.stop()
     return [

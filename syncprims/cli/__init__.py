@@ -2,14 +2,20 @@
 ``unlock`` and ``bench``.
 
 A command that cannot start prints one line on stderr and exits with status 2 (1 when a run
-failed, 130 after Ctrl-C), without a traceback.
+failed, 130 after Ctrl-C), without a traceback. SIGTERM and SIGHUP stop a command at once
+through its cleanup (worker processes and embedded servers stopped, their folders removed),
+with status 128 + the signal's number; a signal ignored when the command started (``nohup``'s
+SIGHUP, SIGINT in a script's background job) stays ignored.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from syncprims.cli._common import CommandError
 
@@ -49,14 +55,16 @@ def _ratio(text: str) -> float:
 def _url_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
-        help="Redis URL: redis://, rediss://, unix://, redis+cluster://host:port,... or "
-        "redis+sentinel://host:port,.../master (default: $REDIS_URL)",
+        help="Redis URL, any form syncprims.connect() takes: redis://, rediss://, unix://, "
+        "redis+cluster://host:port,..., redis+sentinel://host:port,.../master, and the same "
+        "with valkey in place of redis (valkey-py's client) (default: $REDIS_URL)",
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``syncprims`` command."""
     from syncprims import __version__
+    from syncprims.bench.scenarios import RUN_TIMES
     from syncprims.cli.demo import PRIMITIVE_HELP, PRIMITIVES
     from syncprims.cli.inspection import KINDS, LOCK_KINDS
 
@@ -84,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--url",
         action="append",
-        help="Redis URL (default: $REDIS_URL, else an embedded server); "
-        "repeat it once per master for --primitive redlock",
+        help="Redis URL, any form syncprims.connect() takes (see `syncprims inspect --help`) "
+        "(default: $REDIS_URL, else an embedded server); repeat it once per master for "
+        "--primitive redlock",
     )
     demo.add_argument(
         "--masters",
@@ -209,10 +218,37 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--quick",
         action="store_true",
-        help="fewer, shorter runs, ~2 minutes (default: off, the full run)",
+        help="every scenario and peer once, in shorter runs with fewer tasks ("
+        f"{RUN_TIMES}) (default: off, the full run)",
     )
     bench.add_argument("--out", default="bench-results", help="results folder")
     return parser
+
+
+class _Stopped(SystemExit):
+    """SIGTERM or SIGHUP arrived: the command unwinds through its cleanup."""
+
+
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _stop(signum: int, frame: object) -> None:
+    for stopping in _STOP_SIGNALS:
+        if signal.getsignal(stopping) is _stop:
+            signal.signal(stopping, signal.SIG_IGN)  # one stop: the cleanup runs undisturbed
+    raise _Stopped(128 + signum)
+
+
+def _catch_stop_signals() -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP raise :class:`_Stopped` (in the main thread; not a signal
+    ignored at start); returns the handlers to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {
+        signum: signal.signal(signum, _stop)
+        for signum in _STOP_SIGNALS
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    previous = _catch_stop_signals()
     try:
         if args.command == "demo":
             from syncprims.cli import demo
@@ -245,6 +282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"syncprims {args.command}: interrupted", file=sys.stderr)
         return 130
+    except _Stopped as stopped:
+        status = int(stopped.code or 0)
+        name = signal.Signals(status - 128).name
+        print(f"syncprims {args.command}: stopped by {name}", file=sys.stderr)
+        return status
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 2  # pragma: no cover - argparse enforces the choices
 
 

@@ -11,13 +11,9 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
-import redis
-import redis.exceptions
-import redis.sentinel
-
-import syncprims
+from syncprims._transport.compat import ERRORS
 from syncprims._transport.errors import error_code
-from syncprims._transport.sources import redact
+from syncprims._transport.sources import client_from_url, redact
 
 __all__ = ["CHECK_TIMEOUT", "CommandError", "checked_redis", "default_url", "redact"]
 
@@ -43,15 +39,16 @@ def default_url() -> str | None:
 
 
 def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
-    """A redis-py client for ``url`` (any form :func:`syncprims.redis_from_url` takes) that
-    has answered one PING.
+    """A client for ``url``, any form :func:`syncprims.connect` takes (a valkey-py client
+    for ``valkey://`` forms), that has answered one PING.
 
     Args:
         url: the server's URL.
         timeout: the connect and reply timeout, seconds.
 
     Returns:
-        A ``redis.Redis`` or ``redis.RedisCluster``; the caller closes it.
+        A ``redis.Redis``, ``redis.RedisCluster`` or their valkey-py twins; the caller
+        closes it.
 
     Raises:
         CommandError: a malformed URL, refused credentials, or a server that does not answer
@@ -59,17 +56,19 @@ def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
     """
     where = redact(url)
     try:
-        client: Any = syncprims.redis_from_url(url, timeout=timeout, connect_timeout=timeout)
+        client: Any = client_from_url(url, timeout=timeout, connect_timeout=timeout)
+    except ImportError as error:  # valkey:// without valkey-py
+        raise CommandError(f"cannot use {where}: {error}") from None
     except (ValueError, TypeError) as error:
         raise CommandError(f"bad Redis URL {where!r}: {error}") from None
-    except _UNREACHABLE as error:  # a cluster's seeds did not answer
+    except (*ERRORS.failures, *ERRORS.cluster) as error:  # a cluster's seeds did not answer
         raise CommandError(f"cannot reach Redis at {where}: {_reason(error)}") from None
     try:
         client.ping()
     except BaseException as error:
         client.close()
-        code = error_code(error) if isinstance(error, redis.exceptions.ResponseError) else ""
-        if isinstance(error, redis.exceptions.AuthenticationError) or code in (
+        code = error_code(error) if isinstance(error, ERRORS.response) else ""
+        if isinstance(error, ERRORS.authentication) or code in (
             "NOAUTH",
             "WRONGPASS",
             "NOPERM",
@@ -82,17 +81,14 @@ def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
             raise CommandError(
                 f"Redis at {where} refused the credentials: {_reason(error)}"
             ) from None
-        if isinstance(error, redis.sentinel.MasterNotFoundError):
+        if isinstance(error, ERRORS.master_not_found):
             raise CommandError(
                 f"cannot reach Redis at {where}: no sentinel answered with that master"
             ) from None
-        if isinstance(error, _UNREACHABLE):
+        if isinstance(error, (*ERRORS.failures, *ERRORS.cluster)):
             raise CommandError(f"cannot reach Redis at {where}: {_reason(error)}") from None
         raise
     return client
-
-
-_UNREACHABLE = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError)
 
 
 def _reason(error: BaseException) -> str:

@@ -31,7 +31,8 @@ from typing import Any, TextIO
 import attrs
 
 import syncprims
-from syncprims._embedded import EmbeddedServer
+from syncprims._embedded import EmbeddedServer, exit_with_parent
+from syncprims._transport.sources import client_from_url
 from syncprims.bench.history import Hold, analyse, fifo_fraction, percentile, reader_concurrency
 from syncprims.cli._common import CommandError, checked_redis, default_url, redact
 
@@ -46,6 +47,7 @@ PRIMITIVES = (
     "rw",
     "redlock",
     "semaphore",
+    "election",
 )
 PRIMITIVE_HELP = {
     "lock": "RLock, one holder at a time",
@@ -56,6 +58,8 @@ PRIMITIVE_HELP = {
     "rw": "ReadWriteLock, many readers or one writer, see --read-ratio",
     "redlock": "RedLock over independent masters, see --masters",
     "semaphore": "Semaphore, at most --permits holders at once",
+    "election": "LeaderElection, one leader at a time: each thread a candidate, each turn "
+    "a leadership (campaign, then resign)",
 }
 STOP_GRACE = 15.0
 """Seconds the workers get to finish their critical sections after Ctrl-C."""
@@ -156,9 +160,24 @@ class _PermitAsLock:
         self._semaphore.release()
 
 
+class _LeadershipAsLock:
+    """One candidate of a leader election behind the lock()/unlock() the demo loop calls:
+    a turn is a leadership (``campaign()``, then ``resign()``)."""
+
+    def __init__(self, election: Any) -> None:
+        self._election = election
+
+    def lock(self) -> None:
+        self._election.campaign()
+
+    def unlock(self) -> None:
+        self._election.resign()
+
+
 def _worker(job: _Job, shared: _Shared) -> None:
     # Ctrl-C in a terminal reaches every process of the group: the parent alone decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()  # it ends with the demo, even one killed by SIGKILL
     worker, seconds = job.worker, job.seconds
     lock_name, counter_key = job.lock_name, job.counter_key
     # Failures (a master killed on purpose) are part of the show: errors are reported below.
@@ -169,10 +188,10 @@ def _worker(job: _Job, shared: _Shared) -> None:
     else:
         client = syncprims.connect(job.urls[0])
         close = client.shutdown
-    raw = syncprims.redis_from_url(job.urls[0])
+    raw = client_from_url(job.urls[0])
     holds: list[Hold] = []
     errors: list[str] = []
-    lost = [0]  # redlock: unlocks that found less than a quorum (masters were killed)
+    lost = [0]  # redlock: unlocks that could not release a quorum (masters were killed)
     mutex = threading.Lock()
 
     def run(thread: int) -> None:
@@ -193,6 +212,8 @@ def _worker(job: _Job, shared: _Shared) -> None:
             sides = {"x": client.get_non_reentrant_lock(lock_name)}
         elif job.primitive == "nonreentrant-fair":
             sides = {"x": client.get_non_reentrant_fair_lock(lock_name)}
+        elif job.primitive == "election":
+            sides = {"x": _LeadershipAsLock(client.get_leader_election(lock_name))}
         else:
             sides = {"x": client.get_lock(lock_name)}
         local: list[Hold] = []
@@ -215,11 +236,12 @@ def _worker(job: _Job, shared: _Shared) -> None:
                 released = time.monotonic_ns()
                 try:
                     lock.unlock()
-                except syncprims.LockNotHeldError:
+                except (syncprims.LockNotHeldError, syncprims.TransportError):
                     if job.primitive != "redlock":
                         raise
-                    # A killed master held part of this holder's quorum: what is left is a
-                    # minority, which nobody else can outvote, so exclusion held anyway.
+                    # A killed master held part of this holder's quorum (the release cannot
+                    # reach it, or finds too few holding): what is left is a minority, which
+                    # nobody else can outvote, so exclusion held anyway.
                     lost[0] += 1
                 local.append(Hold(worker, thread, acquired, released, requested, mode))
                 with shared.progress.get_lock():
@@ -267,8 +289,9 @@ def run_demo(
         primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"spin"`` (SpinLock),
             ``"nonreentrant"`` (NonReentrantLock), ``"nonreentrant-fair"``
             (NonReentrantFairLock), ``"rw"`` (ReadWriteLock),
-            ``"redlock"`` (RedLock over the masters; the counter lives on the first) or
-            ``"semaphore"`` (a Semaphore of ``permits`` permits).
+            ``"redlock"`` (RedLock over the masters; the counter lives on the first),
+            ``"semaphore"`` (a Semaphore of ``permits`` permits) or ``"election"`` (a
+            LeaderElection: each thread a candidate, each turn a leadership).
         processes: worker processes (>= 1).
         threads: threads per process (>= 1).
         seconds: how long the workers contend.
@@ -350,17 +373,21 @@ def run_demo(
         )
         for p in workers:
             p.join(10)
-    finally:
-        for p in workers:
+    finally:  # also on SIGTERM or a second Ctrl-C
+        alive = [p for p in workers if p.is_alive()]
+        for p in alive:
+            p.terminate()
+        for p in alive:
+            p.join(5)
             if p.is_alive():
-                p.terminate()
+                p.kill()
     interrupted = ran < seconds
     errors = [e for _, errs, _ in collected for e in errs]
     if errors:
         raise RuntimeError("worker failures: " + "; ".join(errors[:5]))
     holds = [Hold(*h) for records, _, _ in collected for h in records]
     quorum_lost = sum(n for _, _, n in collected)
-    raw = syncprims.redis_from_url(urls[0])
+    raw = client_from_url(urls[0])
     counter = int(raw.get(counter_key) or 0)
     raw.delete(counter_key)
     raw.close()
@@ -516,7 +543,7 @@ def report(result: DemoResult, out: TextIO) -> None:
         )
     if result.masters is not None:
         rows.append(("masters", f"{result.masters} (a majority: {result.masters // 2 + 1})"))
-        lost = f"{result.quorum_lost} unlocks found less than a majority held"
+        lost = f"{result.quorum_lost} unlocks could not release a majority"
         if result.masters_killed:
             lost += f" (part of it was on one of the {result.masters_killed} killed masters)"
         rows.append(("quorum lost", lost))

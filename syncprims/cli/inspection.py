@@ -144,7 +144,7 @@ def snapshot(r: Any, name: str, kind: str | None = None) -> Snapshot:
     Raises:
         syncprims.SyncPrimsError: Redis could not be read.
     """
-    with syncprims.connect(r) as client:
+    with syncprims.connect(r, client_record=False) as client:  # a look writes nothing
         return read(client, name, kind)
 
 
@@ -254,7 +254,7 @@ def main(args: Any, out: TextIO | None = None) -> int:
     r = checked_redis(_url(args))
     clear = args.watch and not args.json and out.isatty()
     try:
-        client = syncprims.connect(r)  # r stays open: closed below
+        client = syncprims.connect(r, client_record=False)  # reads only; r closed below
     except (syncprims.SyncPrimsError, redis.exceptions.RedisError, OSError) as error:
         r.close()
         raise CommandError(f"cannot use Redis at {redact(_url(args))}: {error}") from None
@@ -321,7 +321,7 @@ def unlock_main(args: Any, out: TextIO | None = None, ask: Callable[[str], str] 
         )
     r = checked_redis(_url(args))
     try:
-        with syncprims.connect(r) as client:  # r stays open: closed below
+        with syncprims.connect(r, client_record=False) as client:  # r closed below
             return _unlock(client, args, out, ask)
     except (redis.exceptions.RedisError, syncprims.SyncPrimsError) as error:
         where = redact(_url(args))

@@ -5,12 +5,20 @@ it). :class:`Nemesis` plays a schedule against the running :class:`Topology` and
 fault, with its monotonic start and end, to ``nemesis.jsonl`` for the checker.
 
 Fault classes (``CLASSES``): client SIGKILL (the runner starts a replacement) and SIGSTOP;
-server SIGSTOP and SIGKILL + restart on the same port; added latency, black-holed replies
-and connection resets through ``tests/faults/proxy.py``; silent partitions of a server
-(nftables DROP, only inside ``unshare --net``); Sentinel failover; Cluster slot migration.
-At most two of the five RedLock masters are faulted at once (a minority), except in the
-explicitly named ``redlock-majority`` mode, which restarts three at once, empty, to show
-the caveat that ``docs/multi-lock.md`` documents.
+a client's wall clock set ahead or behind (per process: both edges are steps);
+server SIGSTOP and SIGKILL + restart on the same port (the single server keeps its AOF or
+loses it, chosen per fault and recorded as ``persistent``); memory pressure (``maxmemory``
+lowered under the data, filler written, ``volatile-ttl`` or ``allkeys-lru``, the keys
+evicted counted, all restored after); added latency, black-holed replies, connection resets
+and held requests delivered late through ``tests/faults/proxy.py``; silent partitions of a
+server (nftables DROP, only inside ``unshare --net``); the Sentinel group's master cut off
+from its replica and the sentinels while the client connections it has still reach it (the
+same, by those connections' ports: the sentinels fail over, a split brain); Sentinel
+failover; Cluster slot migration (recorded with the resource and the nodes it moved
+between). At most two of the
+five RedLock masters are faulted at once (a minority), except in the explicitly named
+``redlock-majority`` mode, which restarts three at once, empty, to show the caveat that
+``docs/multi-lock.md`` documents.
 """
 
 from __future__ import annotations
@@ -30,13 +38,17 @@ __all__ = ["CLASSES", "Nemesis", "Planned", "Topology", "plan"]
 CLASSES = (
     "client_kill",
     "client_pause",
+    "clock_skew",
     "server_pause",
     "server_restart",
     "proxy_latency",
     "proxy_blackhole",
     "proxy_reset",
+    "late_delivery",
+    "memory_pressure",
     "partition",
     "failover",
+    "master_cut",
     "slot_migration",
     "redlock_majority_restart",
 )
@@ -44,13 +56,17 @@ CLASSES = (
 _WEIGHTS = {
     "client_kill": 3,
     "client_pause": 3,
+    "clock_skew": 2,
     "server_pause": 3,
     "server_restart": 2,
     "proxy_latency": 2,
     "proxy_blackhole": 2,
     "proxy_reset": 2,
+    "late_delivery": 2,
+    "memory_pressure": 2,
     "partition": 2,
     "failover": 1,
+    "master_cut": 1,
     "slot_migration": 1,
     "redlock_majority_restart": 1,
 }
@@ -64,7 +80,7 @@ class Planned:
     cls: str
     target: str  # a primitive kind (client faults) or a server id
     duration: float
-    pick: int  # which process, or the latency in ms, or which masters
+    pick: int  # which process, the latency or clock offset in ms, which masters, chunks held
 
 
 @dataclass(frozen=True)
@@ -101,10 +117,13 @@ def plan(seed: int, seconds: float, setup: Setup) -> list[Planned]:
         if masters_busy >= 2:
             free = [s for s in free if not s.startswith("m")]
         target: str | None = None
-        if cls in ("client_kill", "client_pause"):
+        if cls in ("client_kill", "client_pause", "clock_skew"):
             choices = [k for k in setup.kinds if not (cls == "client_kill" and k == "semaphore")]
             target = rng.choice(choices) if choices else None
-            duration = rng.uniform(0.5, 3.5) if cls == "client_pause" else 0.0
+            duration = {"client_kill": 0.0, "client_pause": rng.uniform(0.5, 3.5),
+                        "clock_skew": rng.uniform(1.0, 6.0)}[cls]  # fmt: skip
+            if cls == "clock_skew":  # ms ahead (> 0) or behind
+                pick = rng.choice((-1, 1)) * rng.randint(500, 10_000)
         elif cls in ("server_pause", "server_restart", "partition"):
             target = rng.choice(free) if free else None
             if cls == "server_pause":
@@ -113,16 +132,29 @@ def plan(seed: int, seconds: float, setup: Setup) -> list[Planned]:
                 duration = rng.uniform(0.2, 1.5)
             else:
                 duration = rng.uniform(0.5, 2.5)
-        elif cls.startswith("proxy_"):
+        elif cls.startswith("proxy_") or cls == "late_delivery":
             options = [s for s in free if s in setup.proxied]
             target = rng.choice(options) if options else None
-            duration = {"proxy_latency": rng.uniform(1.0, 4.0), "proxy_blackhole": rng.uniform(
-                0.2, 1.2), "proxy_reset": 0.0}[cls]  # fmt: skip
+            duration = {
+                "proxy_latency": rng.uniform(1.0, 4.0),
+                "proxy_blackhole": rng.uniform(0.2, 1.2),
+                "proxy_reset": 0.0,
+                "late_delivery": rng.uniform(0.5, 3.0),
+            }[cls]
             if cls == "proxy_latency":
                 pick = rng.randint(20, 250)  # ms
+            elif cls == "late_delivery":
+                pick = rng.randint(1, 3)  # request chunks held
+        elif cls == "memory_pressure":
+            options = [s for s in free if s != "sentinel"]
+            target = rng.choice(options) if options else None
+            duration = rng.uniform(1.0, 3.0)
         elif cls == "failover":
             target = "sentinel" if "sentinel" in free else None
             duration = 8.0  # time reserved for it; the log has the real end
+        elif cls == "master_cut":
+            target = "sentinel" if "sentinel" in free else None
+            duration = rng.uniform(3.0, 6.0)  # long enough for the sentinels to fail over
         elif cls == "slot_migration":
             target = "cluster" if all(s in free for s in setup.servers if s[0] == "c") else None
             duration = 3.0
@@ -136,10 +168,11 @@ def plan(seed: int, seconds: float, setup: Setup) -> list[Planned]:
         out.append(Planned(at=round(at, 3), cls=cls, target=target, duration=round(duration, 3),
                            pick=pick))  # fmt: skip
         hold_until = at + duration + (3.0 if cls == "server_restart" else 0.5)
-        if cls in ("server_pause", "server_restart", "partition") or cls.startswith("proxy_"):
+        if cls in ("server_pause", "server_restart", "partition", "memory_pressure",
+                   "late_delivery") or cls.startswith("proxy_"):  # fmt: skip
             busy[target] = hold_until
-        elif cls == "failover":
-            busy["sentinel"] = hold_until
+        elif cls in ("failover", "master_cut"):
+            busy["sentinel"] = hold_until + (3.0 if cls == "master_cut" else 0.0)
         elif cls == "slot_migration":
             for s in setup.servers:
                 if s[0] == "c":
@@ -160,21 +193,27 @@ class Topology(Protocol):
 
     def pause_client(self, pid: int, paused: bool) -> None: ...
 
+    def set_clock(self, pid: int, offset: float) -> bool: ...
+
     def pause_server(self, server: str, paused: bool) -> None: ...
 
-    def kill_server(self, server: str) -> None: ...
+    def kill_server(self, server: str, *, empty: bool = True) -> None: ...
 
     def start_server(self, server: str) -> None: ...
 
-    def persistent(self, server: str) -> bool: ...
+    def persistent(self, server: str, pick: int) -> bool: ...
 
-    def proxy(self, server: str, mode: str, value: float) -> None: ...
+    def proxy(self, server: str, mode: str, value: float) -> int: ...
+
+    def memory_pressure(self, server: str, policy: str | None) -> dict[str, Any]: ...
 
     def partition(self, server: str, cut: bool) -> None: ...
 
     def failover(self) -> None: ...
 
-    def migrate_slot(self, pick: int) -> str: ...
+    def cut_master(self, cut: bool) -> dict[str, Any]: ...
+
+    def migrate_slot(self, pick: int) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -185,6 +224,7 @@ class _Open:
     servers: list[str] = field(default_factory=list)
     persistent: bool = False
     note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Nemesis:
@@ -220,7 +260,7 @@ class Nemesis:
         with self._lock:
             for server in item.servers:
                 self._ended[server] = time.monotonic()
-        record = {"ev": "fault", **asdict(item.planned), "start": item.start,
+        record = {**item.extra, "ev": "fault", **asdict(item.planned), "start": item.start,
                   "end": time.monotonic(), "pids": item.pids, "servers": item.servers,
                   "persistent": item.persistent, "note": item.note}  # fmt: skip
         self._write(record)
@@ -252,7 +292,7 @@ class Nemesis:
         except Exception as error:  # a fault that could not be injected is noted, not fatal
             self.errors.append(f"{type(error).__name__}: {error}")
 
-    def _later(self, delay: float, key: int, action: Callable[[], None]) -> None:
+    def _later(self, delay: float, key: int, action: Callable[[], object]) -> None:
         def heal() -> None:
             try:
                 action()
@@ -265,7 +305,7 @@ class Nemesis:
         topo = self.topology
         item = _Open(planned=p, start=time.monotonic())
         self._open[key] = item
-        if p.cls in ("client_kill", "client_pause"):
+        if p.cls in ("client_kill", "client_pause", "clock_skew"):
             pids = topo.client_pids(p.target)
             if not pids:
                 self._close(key)
@@ -276,6 +316,16 @@ class Nemesis:
                 item.start = time.monotonic()
                 topo.kill_client(pid)
                 self._close(key)
+            elif p.cls == "clock_skew":
+                item.extra["offset"] = p.pick / 1000
+                if not topo.set_clock(pid, p.pick / 1000):
+                    self._open.pop(key, None)  # no faketime here: nothing was done
+                    return
+
+                def reset_clock() -> None:
+                    topo.set_clock(pid, 0.0)
+
+                self._later(p.duration, key, reset_clock)
             else:
                 topo.pause_client(pid, True)
                 self._later(p.duration, key, lambda: topo.pause_client(pid, False))
@@ -293,13 +343,19 @@ class Nemesis:
 
             self._later(p.duration, key, restart_all)
             return
+        if p.cls == "master_cut":
+            item.servers = ["sentinel"]
+            item.extra = topo.cut_master(True)
+            self._later(p.duration, key, lambda: topo.cut_master(False))
+            return
         if p.cls in ("slot_migration", "failover"):
             item.servers = ["c0", "c1", "c2"] if p.cls == "slot_migration" else ["sentinel"]
 
             def slow() -> None:  # seconds long: not on the nemesis thread
                 try:
                     if p.cls == "slot_migration":
-                        item.note = topo.migrate_slot(p.pick)
+                        item.extra = topo.migrate_slot(p.pick)
+                        item.note = str(item.extra.pop("note", ""))
                     else:
                         topo.failover()
                 except Exception as error:
@@ -315,9 +371,24 @@ class Nemesis:
             topo.pause_server(server, True)
             self._later(p.duration, key, lambda: topo.pause_server(server, False))
         elif p.cls == "server_restart":
-            item.persistent = topo.persistent(server)
-            topo.kill_server(server)
+            item.persistent = topo.persistent(server, p.pick)
+            topo.kill_server(server, empty=not item.persistent)
             self._later(p.duration, key, lambda: topo.start_server(server))
+        elif p.cls == "memory_pressure":
+            policy = ("volatile-ttl", "allkeys-lru")[p.pick % 2]
+            item.extra = {"policy": policy, **topo.memory_pressure(server, policy)}
+
+            def relieve() -> None:
+                item.extra.update(topo.memory_pressure(server, None))
+
+            self._later(p.duration, key, relieve)
+        elif p.cls == "late_delivery":
+            topo.proxy(server, "hold", p.pick)
+
+            def deliver() -> None:
+                item.extra["delivered"] = topo.proxy(server, "deliver", 0)
+
+            self._later(p.duration, key, deliver)
         elif p.cls == "partition":
             topo.partition(server, True)
             self._later(p.duration, key, lambda: topo.partition(server, False))

@@ -2,7 +2,8 @@
 
 Starts its own servers on loopback ports (the store; one server, with AOF, behind a fault
 proxy; five independent masters, each behind a proxy; a 3-master Cluster; a Sentinel group
-with a replica), client processes x threads for every primitive, and the nemesis; after
+with a replica), client processes x threads for every primitive (each with a wall clock
+the nemesis can set ahead or behind), and the nemesis; after
 ``--minutes`` it stops the clients, heals every fault, records what is still held, dumps the
 store, and has the independent checker (``tests/chaos/checker.py``) judge the run. It
 prints a markdown table per primitive and per fault class, and last the line
@@ -20,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,16 +39,18 @@ import syncprims
 from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
 from tests.chaos import checker, store
 from tests.chaos.nemesis import CLASSES, Nemesis, Setup, plan
-from tests.chaos.workers import BROKEN, KINDS, OPT_IN
+from tests.chaos.workers import BROKEN, KINDS, LONG_WATCHDOG, OPT_IN
 from tests.faults.proxy import FaultProxy
 
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SINGLE_KINDS = (
-    "rlock", "rlock-async", "fair", "rw", "fenced", "spin", "semaphore", "pexpirable",
-    "multilock", *BROKEN,
+    "rlock", "rlock-async", "rlock-long", "fair", "rw", "fenced", "spin", "semaphore",
+    "pexpirable", "multilock", *(k for k in BROKEN if k != "broken-quorum"),
 )  # fmt: skip
+MASTER_KINDS = ("redlock", "broken-quorum")  # on the five independent masters
+LONG_KINDS = ("rlock-long", "broken-silent")  # with a short watchdog timeout
 PERMITS = {"semaphore": 2, "pexpirable": 2}
 # Threads and resources per primitive, so that a 30-minute run reaches 100,000 sections of
 # each on two cores: the fast semaphores get fewer threads, the slow ones more (a MultiLock
@@ -55,7 +59,8 @@ EXTRA_THREADS = {"multilock": 1, "sentinel": 3, "semaphore": 0, "pexpirable": -1
 THREE = ["r0", "r1", "r2"]
 RESOURCES = {
     "multilock": THREE, "sentinel": THREE, "rlock": THREE, "fenced": THREE, "fair": THREE,
-    "spin": THREE, "rlock-async": THREE,
+    "spin": THREE, "rlock-async": THREE, "broken-late-grant": ["r0"],
+    "broken-silent": THREE,
 }  # fmt: skip
 OPTIONS: dict[str, Any] = {
     "lock_watchdog_timeout": 2.0,
@@ -69,6 +74,9 @@ RESEED_EVERY = 10.0  # seconds between the plain Semaphore's re-seeds (see Resee
 RESEED_QUIET = 8.0  # seconds without a fault on its server before one
 RESEED_PARK = 8.0  # the longest wait for its workers to park
 SETTLE = 5.0  # after the clients stop: the longest lease (2 s) plus slack
+READY_WAIT = 90.0  # the longest wait for the client processes to connect, seconds
+FILLER = 4096  # bytes per filler key of the memory-pressure fault
+_RESOURCE = re.compile(r"chaos:[^:]+:([^:}]+):(r\d+)")  # kind and resource in a key name
 
 
 def resources(kind: str) -> list[str]:
@@ -108,9 +116,11 @@ class Campaign:
         self.sentinel: SentinelSet | None = None
         self.procs: dict[str, list[subprocess.Popen[bytes]]] = {k: [] for k in self.kinds}
         self.paused: dict[str, RedisServer] = {}
+        self.squeezed: dict[str, tuple[dict[str, Any], int, Any, Any]] = {}
         self.lock = threading.Lock()
         self.stop_at = 0.0
         self.spawned = 0
+        self.clocks: dict[int, Path] = {}  # pid -> its faketime file
         self.failover_log: list[dict[str, Any]] = []
         self.store = RedisServer()
 
@@ -122,7 +132,7 @@ class Campaign:
                 args=["--appendonly", "yes", "--appendfsync", "everysec"]
             )
             self.proxies["single"] = FaultProxy(self.servers["single"].port)
-        if "redlock" in self.kinds:
+        if any(k in MASTER_KINDS for k in self.kinds):
             for i in range(5):
                 self.servers[f"m{i}"] = RedisServer()
                 self.proxies[f"m{i}"] = FaultProxy(self.servers[f"m{i}"].port)
@@ -143,16 +153,45 @@ class Campaign:
     def kind_servers(self, kind: str) -> list[str]:
         if kind in SINGLE_KINDS:
             return ["single"]
-        if kind == "redlock":
+        if kind in MASTER_KINDS:
             return [f"m{i}" for i in range(5)]
         if kind == "cluster":
             return ["c0", "c1", "c2"]
         return ["sentinel"]
 
+    def owners(self) -> dict[str, dict[str, list[str]]]:
+        """Which server holds each resource's key at the start (a RedLock's grants name
+        their masters instead): the checker follows slot migrations from there."""
+        out: dict[str, dict[str, list[str]]] = {}
+        for kind in self.kinds:
+            if kind in MASTER_KINDS:
+                continue
+            out[kind] = {res: self.kind_servers(kind) for res in resources(kind)}
+            if kind == "cluster":
+                for res in resources(kind):
+                    out[kind][res] = [self._slot_owner(f"chaos:{self.args.run_id}:{kind}:{res}")]
+        return out
+
+    def _slot_owner(self, name: str) -> str:
+        assert self.cluster is not None
+        slot = key_slot(name.encode())
+        r: Any = redis.Redis(port=self.cluster.servers[0].port, socket_timeout=5)
+        try:
+            for first, last, master, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    return self._cluster_id(int(master[1]))
+        finally:
+            r.close()
+        raise RuntimeError(f"no owner for slot {slot}")
+
+    def _cluster_id(self, port: int) -> str:
+        assert self.cluster is not None
+        return next(f"c{i}" for i, s in enumerate(self.cluster.servers) if s.port == port)
+
     def urls(self, kind: str) -> list[str]:
         if kind in SINGLE_KINDS:
             return [self.proxies["single"].url + QUERY]
-        if kind == "redlock":
+        if kind in MASTER_KINDS:
             return [self.proxies[f"m{i}"].url + QUERY for i in range(5)]
         if kind == "cluster":
             assert self.cluster is not None
@@ -163,6 +202,8 @@ class Campaign:
     def options(self, kind: str) -> dict[str, Any]:
         if kind == "sentinel":  # the default, spelt out: wait for the master's replicas
             return {**OPTIONS, "lock_synced_replicas": "auto", "replica_sync_timeout": 0.5}
+        if kind in LONG_KINDS:
+            return {**OPTIONS, "lock_watchdog_timeout": LONG_WATCHDOG}
         return dict(OPTIONS)
 
     def _sentinel_master(self) -> RedisServer:
@@ -179,7 +220,7 @@ class Campaign:
     # -- client processes ------------------------------------------------------------------
 
     def spawn(self, kind: str, index: int) -> subprocess.Popen[bytes]:
-        spec = {
+        spec: dict[str, Any] = {
             "kind": kind,
             "index": index,
             "run": self.args.run_id,
@@ -190,11 +231,12 @@ class Campaign:
             "permits": PERMITS.get(kind, 0),
             "threads": self.threads(kind),
             "wait": WAIT,
-            "stop_at": self.stop_at,
             "seed": self.args.seed,
             "out": str(self.out),
         }
         log = (self.out / "logs" / f"{kind}-{index}.log").open("ab")
+        clock = spec["clock"] = str(self.out / "clock" / f"{self.spawned}.txt")
+        Path(clock).write_text("0\n")
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.chaos.workers", json.dumps(spec)],
             cwd=ROOT,
@@ -202,6 +244,7 @@ class Campaign:
             stderr=subprocess.STDOUT,
         )
         log.close()
+        self.clocks[proc.pid] = Path(clock)
         self.spawned += 1
         return proc
 
@@ -213,6 +256,27 @@ class Campaign:
         for kind in self.kinds:
             for i in range(self.args.processes):
                 self.procs[kind].append(self.spawn(kind, i))
+
+    def wait_ready(self) -> None:
+        """Wait until every client process has connected (the load and the nemesis start
+        then, so that a loaded machine's slow start does not eat into the run)."""
+        gate = store.Store(self.store.url)
+        started = time.monotonic()
+        expected = sum(len(procs) for procs in self.procs.values())
+        try:
+            while gate.ready_count() < expected:
+                if time.monotonic() - started > READY_WAIT:
+                    self.notes.append(
+                        f"{gate.ready_count()} of {expected} client processes were ready after "
+                        f"{READY_WAIT:g} s: the load started without the others"
+                    )
+                    return
+                time.sleep(0.1)
+        finally:
+            gate.close()
+        took = time.monotonic() - started
+        if took > 10:
+            self.notes.append(f"the client processes took {took:.0f} s to start")
 
     # -- Topology --------------------------------------------------------------------------
 
@@ -234,6 +298,15 @@ class Campaign:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
 
+    def set_clock(self, pid: int, offset: float) -> bool:
+        """Set ``pid``'s wall clock ``offset`` seconds ahead (< 0: behind); the process
+        reads it within 0.2 s (``tests.chaos.workers.WallClock``)."""
+        clock = self.clocks.get(pid)
+        if clock is None:
+            return False
+        clock.write_text(f"{offset}\n")
+        return True
+
     def pause_server(self, server: str, paused: bool) -> None:
         if paused:
             self.paused[server] = self._server(server)
@@ -241,9 +314,14 @@ class Campaign:
         elif server in self.paused:
             self.paused.pop(server).resume()
 
-    def kill_server(self, server: str) -> None:
+    def kill_server(self, server: str, *, empty: bool = True) -> None:
         target = self.paused[server] = self._server(server)  # restart that very process
         target.kill()
+        if empty:  # the single server's AOF goes too: it comes back with nothing
+            shutil.rmtree(os.path.join(target.dir, "appendonlydir"), ignore_errors=True)
+            for name in ("appendonly.aof", "dump.rdb"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(target.dir, name))
         if server == "sentinel" and "--replicaof" in target.args:
             # The Sentinel group's master comes back as a master, as a promoted replica does
             # once Sentinel rewrote its configuration. Restarted with its first arguments it
@@ -256,17 +334,83 @@ class Campaign:
         target = self.paused.pop(server, None) or self._server(server)
         target.start()
 
-    def persistent(self, server: str) -> bool:
-        return server == "single"  # AOF; the others run without persistence
+    def persistent(self, server: str, pick: int) -> bool:
+        """Whether a restart of ``server`` keeps its data: the single server's AOF, per the
+        ``--persistence`` option (``random``: every other fault, by its pick); the others
+        run without persistence."""
+        if server != "single":
+            return False
+        return {"aof": True, "none": False}.get(self.args.persistence, pick % 2 == 0)
 
-    def proxy(self, server: str, mode: str, value: float) -> None:
+    def proxy(self, server: str, mode: str, value: float) -> int:
         proxy = self.proxies[server]
         if mode == "latency":
             proxy.latency = value
         elif mode == "blackhole":
             proxy.blackhole = bool(value)
+        elif mode == "hold":
+            proxy.hold_requests = int(value)
+        elif mode == "deliver":
+            proxy.hold_requests = 0
+            return proxy.deliver_held()
         else:
             proxy.reset()
+        return 0
+
+    def memory_pressure(self, server: str, policy: str | None) -> dict[str, Any]:
+        """Lower ``maxmemory`` under ``server``'s data with ``policy`` and write filler
+        until keys are evicted (``policy`` None: undo it all). Evicted keys are watched
+        through keyspace notifications; the undo returns how many keys were evicted and the
+        resources (``kind/res``) that lost a key."""
+        r: Any = redis.Redis(port=self._server(server).port, socket_timeout=5)
+        try:
+            if policy is not None:
+                return self._squeeze(server, r, policy)
+            return self._relieve(server, r)
+        finally:
+            r.close()
+
+    def _squeeze(self, server: str, r: Any, policy: str) -> dict[str, Any]:
+        saved = {k: r.config_get(k)[k] for k in ("maxmemory", "maxmemory-policy",
+                                                 "notify-keyspace-events")}  # fmt: skip
+        evicted = int(r.info("stats")["evicted_keys"])
+        flags = "".join(sorted(set(saved["notify-keyspace-events"]) | set("Ee")))
+        r.config_set("notify-keyspace-events", flags)
+        listener: Any = redis.Redis(port=self._server(server).port, socket_timeout=5)
+        watch: Any = listener.pubsub()
+        watch.subscribe("__keyevent@0__:evicted")
+        self.squeezed[server] = (saved, evicted, listener, watch)  # the client keeps its pool
+        used = int(r.info("memory")["used_memory"])
+        r.config_set("maxmemory-policy", policy)
+        r.config_set("maxmemory", used + 256 * 1024)
+        filler = b"x" * FILLER
+        with contextlib.suppress(redis.RedisError):
+            for batch in range(128):  # at most 128 x 16 x 4 KB = 8 MB
+                pipe = r.pipeline(transaction=False)
+                for i in range(16):
+                    pipe.set(f"chaosfill:{batch}:{i}", filler)
+                pipe.execute()
+                if int(r.info("stats")["evicted_keys"]) > evicted + 16:
+                    break
+        return {"maxmemory": used + 256 * 1024}
+
+    def _relieve(self, server: str, r: Any) -> dict[str, Any]:
+        saved, evicted, listener, watch = self.squeezed.pop(server)
+        lost: set[str] = set()
+        try:
+            while (message := watch.get_message(timeout=0.1)) is not None:
+                data = message.get("data")
+                found = _RESOURCE.search(data.decode()) if isinstance(data, bytes) else None
+                if found is not None:
+                    lost.add(f"{found[1]}/{found[2]}")
+        finally:
+            watch.close()
+            listener.close()
+        for key in r.scan_iter(match="chaosfill:*", count=1000):
+            r.unlink(key)
+        for name, value in saved.items():
+            r.config_set(name, value)
+        return {"evicted": int(r.info("stats")["evicted_keys"]) - evicted, "lost": sorted(lost)}
 
     def partition(self, server: str, cut: bool) -> None:
         port = self._server(server).port
@@ -287,7 +431,42 @@ class Campaign:
         assert self.sentinel is not None
         self.sentinel.failover()
 
-    def migrate_slot(self, pick: int) -> str:
+    def cut_master(self, cut: bool) -> dict[str, Any]:
+        """Cut the Sentinel group's master off from its replica and the sentinels, while the
+        client connections it has now keep reaching it (nftables: every packet to or from
+        its port is dropped but those of these connections' ports); ``cut=False`` heals."""
+        if not cut:
+            _nft("delete table inet chaos_cut\n")
+            return {}
+        master = self._sentinel_master()
+        r: Any = redis.Redis(port=master.port, socket_timeout=2, decode_responses=True)
+        try:
+            listing = str(r.execute_command("CLIENT", "LIST"))
+        finally:
+            r.close()
+        keep = []
+        for line in listing.splitlines():
+            info = dict(item.split("=", 1) for item in line.split() if "=" in item)
+            replica_or_sentinel = "S" in info.get("flags", "") or info.get("name", "").startswith(
+                "sentinel-"
+            )
+            if not replica_or_sentinel and info.get("cmd") != "client|list":
+                keep.append(info["addr"].rsplit(":", 1)[1])
+        dport = sport = ""
+        if keep:
+            ports = ", ".join(keep)
+            dport, sport = f" tcp dport != {{ {ports} }}", f" tcp sport != {{ {ports} }}"
+        _nft(
+            "table inet chaos_cut {\n"
+            "  chain out { type filter hook output priority 0;\n"
+            f"    tcp dport {master.port}{sport} drop\n"
+            f"    tcp sport {master.port}{dport} drop\n"
+            "  }\n"
+            "}\n"
+        )
+        return {"master": f":{master.port}", "clients": len(keep)}
+
+    def migrate_slot(self, pick: int) -> dict[str, Any]:
         """Move the slot of one cluster resource to another master, keys and all."""
         assert self.cluster is not None
         res = ["r0", "r1"][pick % 2]
@@ -325,7 +504,13 @@ class Campaign:
         finally:
             src_r.close()
             dst_r.close()
-        return f"slot {slot} ({res}) from :{owner.port} to :{dst.port}"
+        return {
+            "note": f"slot {slot} ({res}) from :{owner.port} to :{dst.port}",
+            "kind": "cluster",
+            "res": res,
+            "src": self._cluster_id(owner.port),
+            "dst": self._cluster_id(dst.port),
+        }
 
     def watch_failovers(self, stop: threading.Event) -> None:
         """Log every change of the Sentinel master as a ``failover`` fault (the nemesis's
@@ -373,7 +558,7 @@ class Campaign:
             for res in resources(kind):
                 name = f"chaos:{run}:{kind}:{res}"
                 for what in self._held(kind, name):
-                    held.append({"kind": kind, "what": what})
+                    held.append({"kind": kind, "res": res, "what": what})
         return held
 
     def _held(self, kind: str, name: str) -> list[str]:
@@ -401,7 +586,7 @@ class Campaign:
                 return [f"{n} is still held" for n in names if r.exists(n)]
             finally:
                 r.close()
-        if kind == "redlock":
+        if kind in MASTER_KINDS:
             out = []
             for i in range(5):
                 r = redis.Redis(port=self.servers[f"m{i}"].port, socket_timeout=5)
@@ -537,6 +722,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "(the documented caveat: expect excused overlaps)",
     )
     parser.add_argument("--faults", default=None, help="only these fault classes, comma-separated")
+    parser.add_argument(
+        "--persistence",
+        choices=["random", "aof", "none"],
+        default="random",
+        help="whether a restart of the single server keeps its AOF (random: per fault)",
+    )
     parser.add_argument("--no-netns", action="store_true", help="do not use unshare --net")
     parser.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -568,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     partitions = args.in_netns
     out = args.out or Path(tempfile.mkdtemp(prefix="syncprims-chaos-"))
-    for sub in ("history", "logs", "stacks"):
+    for sub in ("history", "logs", "stacks", "clock"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     seconds = args.minutes * 60
     camp = Campaign(args, out, partitions)
@@ -580,9 +771,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.faults is not None:
         classes = [c for c in classes if c in args.faults.split(",")]
     if not partitions:
-        classes = [c for c in classes if c != "partition"]
+        classes = [c for c in classes if c not in ("partition", "master_cut")]
     if "sentinel" not in args.kinds:
-        classes = [c for c in classes if c != "failover"]
+        classes = [c for c in classes if c not in ("failover", "master_cut")]
     if "cluster" not in args.kinds:
         classes = [c for c in classes if c != "slot_migration"]
     if "redlock" not in args.kinds:
@@ -600,10 +791,15 @@ def main(argv: list[str] | None = None) -> int:
             classes=tuple(classes),
         )
         schedule = plan(args.seed, seconds, setup)
+        owners = camp.owners()
         (out / "schedule.json").write_text(json.dumps([vars(p) for p in schedule], indent=1))
-        t0 = time.monotonic() + 3.0
-        camp.stop_at = t0 + seconds
         camp.start_clients()
+        camp.wait_ready()
+        t0 = time.monotonic() + 0.5
+        camp.stop_at = t0 + seconds
+        gate = store.Store(camp.store.url)
+        gate.start_load(camp.stop_at)
+        gate.close()
         if camp.sentinel is not None:
             watcher = threading.Thread(target=camp.watch_failovers, args=(stop_watch,), daemon=True)
             watcher.start()
@@ -644,6 +840,7 @@ def main(argv: list[str] | None = None) -> int:
             "mode": args.mode,
             "end": camp.stop_at,
             "servers": {k: camp.kind_servers(k) for k in args.kinds},
+            "owners": owners,
             "permits": {k: PERMITS[k] for k in args.kinds if k in PERMITS},
             "notes": notes,
             "classes": classes,
@@ -657,6 +854,7 @@ def main(argv: list[str] | None = None) -> int:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(proc.pid, signal.SIGCONT)
                     proc.kill()
+                    proc.wait(10)  # reaped: an unreaped Popen warns when it is collected
         camp.stop_servers()
     return report(out)
 

@@ -5,7 +5,10 @@ its hold) sets to the value read + 1 with one script that also appends to the re
 log, in store order: ``commit <sid> <read> <found> <token> <accepted>``. A found value other
 than the one read is a lost update: someone else committed inside this section. For a
 fenced lock the script is the fence: it refuses a token not above the highest it accepted
-(``accepted`` 0). Readers of a ReadWriteLock read the counter at the start and end of their
+(``accepted`` 0). The fenced kind commits through the library's own fence instead
+(:meth:`Store.fenced_commit`, given ``syncprims.fencing.fenced_set`` by the worker), in one
+``MULTI`` with the log line ``fcommit <sid> <read> <token>``; its outcome is in the worker's
+history. Readers of a ReadWriteLock read the counter at the start and end of their
 section and log ``read_changed`` when a writer committed in between.
 
 Plain redis-py only: the store must not depend on the library under test.
@@ -13,6 +16,8 @@ Plain redis-py only: the store must not depend on the library under test.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -61,9 +66,50 @@ class Store:
         found, accepted = self._commit(keys=list(_keys(kind, res)), args=[sid, read, token])
         return int(found), bool(accepted)
 
+    def fenced_commit(
+        self, kind: str, res: str, sid: str, read: int, *, token: int, fence: Callable[..., object]
+    ) -> tuple[int, bool]:
+        """Set the counter to ``read + 1`` through ``fence(client, key, value, token)``
+        (``fenced_set``, its script already loaded), in one transaction with its log line.
+
+        Returns:
+            The value found at commit time, and whether the fence accepted the write.
+        """
+        counter, log, _ = _keys(kind, res)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.get(counter)
+        fence(pipe, counter, read + 1, token)
+        pipe.rpush(log, f"fcommit {sid} {read} {token}")
+        found, accepted, _ = pipe.execute()
+        return int(found or 0), bool(accepted)
+
     def note(self, kind: str, res: str, line: str) -> None:
         """Append ``line`` to the resource's log."""
         self.redis.rpush(_keys(kind, res)[1], line)
+
+    # -- the start: the load runs once every client process is ready -----------------------
+
+    def ready(self, who: str) -> None:
+        """Say that client process ``who`` is connected and about to wait for the start."""
+        self.redis.sadd(f"{PREFIX}:ready", who)
+
+    def ready_count(self) -> int:
+        """How many client processes said they are ready."""
+        return int(self.redis.scard(f"{PREFIX}:ready"))
+
+    def start_load(self, stop_at: float) -> None:
+        """Let every client process go, until ``stop_at`` (``time.monotonic()``)."""
+        self.redis.set(f"{PREFIX}:stop_at", repr(stop_at))
+
+    def wait_for_start(self, timeout: float) -> float | None:
+        """When the load stops (``None``: not started within ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.redis.get(f"{PREFIX}:stop_at")
+            if value is not None:
+                return float(value)
+            time.sleep(0.05)
+        return None
 
     # -- the semaphore's re-seeding pause (see tests/chaos/runner.py, Reseeder) --------------
 

@@ -20,6 +20,7 @@ import attrs
 
 from syncprims import redis_from_url as plain_client
 from syncprims.bench.history import Hold, analyse
+from tests import processes
 
 __all__ = ["KINDS", "Plan", "Report", "check"]
 
@@ -126,13 +127,14 @@ def check(plan: Plan) -> Report:
         ctx.Process(target=_worker, args=(plan, name, w, start, out), daemon=True)
         for w in range(plan.processes)
     ]
-    for p in procs:
-        p.start()
-    time.sleep(0.5)  # let the workers import and connect
-    start.set()
-    results = [out.get(timeout=plan.seconds + 60) for _ in procs]
-    for p in procs:
-        p.join(10)
+    with processes.ending(procs):
+        for p in procs:
+            p.start()
+        time.sleep(0.5)  # let the workers import and connect
+        start.set()
+        results = [out.get(timeout=plan.seconds + 60) for _ in procs]
+        for p in procs:
+            p.join(10)
     records = [r for batch, _ in results for r in batch]
     holds = [Hold(w, t, a, r) for w, t, a, r, _ in records]
     overlaps, _ = analyse(holds)

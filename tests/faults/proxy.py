@@ -30,8 +30,10 @@ class FaultProxy:
         self.reply_latency = 0.0  # delay replies only (the command runs at once)
         self.blackhole = False
         self.drop_replies = 0  # drop this many reply chunks, then forward again
-        self.hold_requests = 0  # keep back this many request chunks (deliver_held sends them)
+        self.hold_requests = 0  # hold back this many connections' requests, from their next
+        # chunk on, every later one included (deliver_held sends them, in order)
         self._held: list[tuple[asyncio.StreamWriter, bytes]] = []
+        self._holding: set[asyncio.StreamWriter] = set()  # connections with held bytes
         self._closing: set[asyncio.StreamWriter] = set()  # close once their held bytes are sent
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
@@ -92,8 +94,14 @@ class FaultProxy:
                     return
                 writer.close()
                 return
-            if not replies and self.hold_requests > 0:
-                self.hold_requests -= 1
+            if not replies and (self.hold_requests > 0 or writer in self._holding):
+                # once a chunk of a connection is held, every later one of it is too, until
+                # delivered: TCP never delivers later bytes of a stream before earlier ones
+                # (a request passing a held one would be answered first, and a client that
+                # pipelines pairs replies with requests in order)
+                if writer not in self._holding:
+                    self.hold_requests -= 1
+                    self._holding.add(writer)
                 self._held.append((writer, data))
                 continue
             if self.latency:
@@ -127,6 +135,7 @@ class FaultProxy:
 
         def deliver() -> None:
             held, self._held = self._held, []
+            self._holding.clear()
             for writer, data in held:
                 if not writer.is_closing():
                     writer.write(data)

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 import redis
@@ -20,6 +21,7 @@ import redis
 import syncprims
 from syncprims._embedded import RedisServer
 from syncprims.bench.history import Hold, analyse
+from tests import processes
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 
@@ -55,22 +57,12 @@ return 1
 """
 
 
-def _holder(url: str, name: str, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+def _holder(url: str, name: str, mode: str) -> AbstractContextManager[subprocess.Popen[str]]:
+    return processes.child(
         [sys.executable, "-c", HOLDER, url, name, mode, FENCED_WRITE],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        text=True,
     )
-
-
-def _close(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGCONT)
-    proc.kill()
-    proc.wait(10)
-    for stream in (proc.stdin, proc.stdout):
-        if stream is not None:
-            stream.close()
 
 
 @pytest.mark.parametrize("mode", ["watchdog", "lease"])
@@ -78,8 +70,7 @@ def test_a_killed_holder_frees_the_lock_within_its_lease(
     real_url: str, mode: str, record_property: Record
 ) -> None:
     name = f"kill:{uuid.uuid4().hex}"
-    holder = _holder(real_url, name, mode)
-    try:
+    with _holder(real_url, name, mode) as holder:
         assert holder.stdout is not None
         assert int(holder.stdout.readline()) > 0
         with syncprims.connect(real_url) as client:
@@ -95,15 +86,11 @@ def test_a_killed_holder_frees_the_lock_within_its_lease(
             assert token is not None
             assert recovery <= 1.0 + 0.3  # at most the (remaining) 1 s lease, plus slack
             lock.unlock()
-    finally:
-        _close(holder)
 
 
 def test_a_frozen_holder_is_told_and_fenced(real_url: str, record_property: Record) -> None:
     name = f"frozen:{uuid.uuid4().hex}"
-    holder = _holder(real_url, name, "frozen")
-    raw = redis.Redis.from_url(real_url)
-    try:
+    with redis.Redis.from_url(real_url) as raw, _holder(real_url, name, "frozen") as holder:
         assert holder.stdin is not None and holder.stdout is not None
         old = int(holder.stdout.readline())
         holder.send_signal(signal.SIGSTOP)
@@ -122,9 +109,6 @@ def test_a_frozen_holder_is_told_and_fenced(real_url: str, record_property: Reco
             assert holder.stdout.readline().strip() == "0"  # its stale write is rejected
             assert raw.get(f"{name}:data") == b"fresh"
             lock.unlock()
-    finally:
-        _close(holder)
-        raw.close()
 
 
 def test_waiters_survive_a_redis_restart(record_property: Record) -> None:

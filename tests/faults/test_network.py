@@ -9,6 +9,7 @@ test properties and quoted in docs/guarantees.md.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -241,6 +242,32 @@ def test_a_grant_that_comes_after_its_lease_is_not_taken(
         client.shutdown()
 
 
+@pytest.mark.parametrize("side", ["write", "read"])
+def test_a_late_reentrant_grant_given_back_keeps_the_hold_under_it(
+    proxy: FaultProxy, raw: redis.Redis, name: str, side: str
+) -> None:
+    # A write lock's reentrant acquire adds its lease to the lock's TTL, a read lock's keeps
+    # the longer one: the hold under it outlives a late grant's lease. Giving the late grant
+    # back re-armed the lock with that lease, and a 60 s write hold ended 0.25 s later
+    # (found by the duration fuzz test: a 1e-7 s lease's grant, 1 ms late, on a busy machine).
+    client = syncprims.connect(proxy.url, timeout=3)
+    try:
+        rw = client.get_read_write_lock(name)
+        lock = rw.write_lock() if side == "write" else rw.read_lock()
+        assert lock.try_lock(lease_time=60)
+        proxy.latency = 0.15  # each way: the reentrant grant comes 0.3 s after it was asked for
+        assert not lock.try_lock(lease_time=0.25)
+        proxy.latency = 0.0
+        time.sleep(0.5)  # past the late lease, and past any TTL the give-back set from it
+        assert lock.get_hold_count() == 1
+        assert 55_000 < raw.pttl(name) <= 60_000  # what was left of the 60 s lease
+        lock.unlock()
+        assert raw.exists(name) == 0
+    finally:
+        proxy.latency = 0.0
+        client.shutdown()
+
+
 def test_a_permit_that_comes_after_its_lease_is_not_taken(
     proxy: FaultProxy, raw: redis.Redis, name: str
 ) -> None:
@@ -320,3 +347,61 @@ async def test_a_late_acquire_reply_never_frees_the_owners_next_hold(
         assert raw.exists(name) == 0
     finally:
         await client.shutdown()
+
+
+async def test_a_multi_locks_late_sub_reply_never_frees_its_next_hold(
+    proxy: FaultProxy, raw: redis.Redis, redis_server: RedisServer, name: str
+) -> None:
+    """The MultiLock's half of the late-reply race: an attempt's sub-lock acquire runs, its
+    reply comes late (after the call timed out, and after the short lease it set ran out),
+    and the owner takes the MultiLock again meanwhile, on the same field: the late reply's
+    undo then released that *new* hold, and the owner held a MultiLock with a sub-lock
+    gone. A sub-lock whose reply is still to come when an acquire ends gives the owner's
+    next hold a new field (as an RLock's does), which the undo does not name."""
+    direct = await aio.connect(redis_server.url, **FAST)
+    behind = await aio.connect(proxy.url, **{**FAST, "retry_attempts": 0})
+    try:
+        slow = behind.get_lock(f"{name}:b")
+        both = aio.MultiLock(direct.get_lock(f"{name}:a"), slow)
+        assert await both.try_lock(lease_time=30)  # connections open, scripts loaded
+        await both.unlock()
+        proxy.reply_latency = 1.5  # b's acquire runs; its reply comes long after
+        assert not await both.try_lock(lease_time=0.4)  # one attempt: b timed out
+        proxy.reply_latency = 0.0
+        deadline = time.monotonic() + 5
+        while raw.exists(f"{name}:b") and time.monotonic() < deadline:  # its lease ran out
+            await asyncio.sleep(0.02)
+        assert await both.try_lock(wait_time=5, lease_time=30)  # taken again
+        await asyncio.sleep(1.5)  # the late reply came and its undo ran meanwhile
+        assert raw.hlen(f"{name}:b") == 1, "the late reply's undo released the new hold"
+        assert await both.is_held_by_current_thread()
+        await both.unlock()
+        assert raw.exists(f"{name}:a", f"{name}:b") == 0
+    finally:
+        await direct.shutdown()
+        await behind.shutdown()
+
+
+def test_held_requests_keep_their_stream_order(proxy: FaultProxy) -> None:
+    """The proxy's held requests play a partition as TCP does: once a request of a
+    connection is held, the later ones wait behind it (a later one answered first would be
+    paired with the held one by any client that pipelines: the chaos campaign's 38
+    "violations" of the asyncio face on one late delivery were that, not the library)."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+        assert sock.recv(64) == b"+PONG\r\n"  # connected through the proxy
+        proxy.hold_requests = 1
+        sock.sendall(b"*2\r\n$4\r\nECHO\r\n$5\r\nfirst\r\n")
+        time.sleep(0.1)  # the proxy reads it as a chunk of its own
+        sock.sendall(b"*2\r\n$4\r\nECHO\r\n$6\r\nsecond\r\n")
+        sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            sock.recv(64)  # the later request is held behind the first, not answered
+        assert proxy.deliver_held() == 2
+        sock.settimeout(5)
+        replies = b""
+        while replies.count(b"\r\n") < 4:
+            replies += sock.recv(64)
+        assert replies == b"$5\r\nfirst\r\n$6\r\nsecond\r\n"
+        sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+        assert sock.recv(64) == b"+PONG\r\n"  # delivered: the connection flows again

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests import processes
 
 pytestmark = [pytest.mark.real, pytest.mark.faults]
 
@@ -25,9 +26,7 @@ def _unavailable() -> str | None:
     for tool in ("unshare", "nft", "ip"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install util-linux nftables iproute2)"
-    probe = subprocess.run(
-        ["unshare", "--net", "nft", "list", "ruleset"], capture_output=True, text=True, check=False
-    )
+    probe = processes.run(["unshare", "--net", "nft", "list", "ruleset"], timeout=30)
     if probe.returncode != 0:
         return f"cannot create a network namespace with nftables here: {probe.stderr.strip()}"
     return None
@@ -39,13 +38,7 @@ def test_a_partitioned_holder_is_told_before_anyone_else_gets_the_lock(
     reason = _unavailable()
     if reason is not None:
         pytest.skip(reason)
-    done = subprocess.run(
-        ["unshare", "--net", sys.executable, str(SCENARIO)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = processes.run(["unshare", "--net", sys.executable, str(SCENARIO)], timeout=60)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     for key in ("contender_acquired_after_s", "holder_told_lost_after_s", "holder_call_s"):

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+import redis
 
 import syncprims
 import syncprims.asyncio
@@ -232,3 +233,34 @@ def test_a_frozen_minority_is_not_waited_for(
     record_property(f"redlock_{frozen}_of_5_frozen_pair_median_s", round(pairs[5], 4))
     # Not a speed claim: waiting for a frozen master would take SLOW_NODE_TIMEOUT per call.
     assert max(pairs) < SLOW_NODE_TIMEOUT / 2
+
+
+def test_an_unreachable_holder_of_the_quorum_is_not_called_not_held(
+    doomed: list[RedisServer], name: str
+) -> None:
+    """A RedLock held on exactly 3 of 5 masters (2 held by someone else), then one of the 3
+    frozen at the unlock: 2 released, 2 not held by it, 1 unknown. The lock may still be
+    held there, so the unlock says Redis could not be reached (a TransportError), not
+    "not held" (the 30-minute campaign's RedLock "release said not held" verdicts were
+    this: a paused or black-holed quorum member at the release)."""
+    first, second = _connect(doomed), _connect(doomed)
+    try:
+        rival = [second.clients[i].get_lock(name) for i in (3, 4)]
+        for sub in rival:
+            assert sub.try_lock(lease_time=30)
+        mine = first.get_red_lock(name)
+        assert mine.try_lock(lease_time=30)
+        raws = [redis.Redis(port=s.port) for s in doomed]
+        assert [r.hlen(name) for r in raws] == [1] * 5
+        doomed[0].pause()
+        try:
+            with pytest.raises(syncprims.TransportError):
+                mine.unlock()
+        finally:
+            doomed[0].resume()
+        assert raws[0].hlen(name) == 1  # it was still held there: not "not held"
+        for sub in rival:
+            sub.unlock()
+    finally:
+        first.shutdown()
+        second.shutdown()

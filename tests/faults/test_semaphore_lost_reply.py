@@ -47,3 +47,29 @@ def test_a_lost_release_reply_gives_the_permit_back_once(
         client.shutdown()
         raw.delete(name)
         raw.close()
+
+
+def test_a_lost_permit_release_reply_is_not_reported_as_not_held(
+    proxy: FaultProxy, redis_server: RedisServer
+) -> None:
+    name = f"pes:{uuid.uuid4().hex[:12]}"
+    client = syncprims.connect(proxy.url, timeout=0.5, retry_attempts=2, retry_delay=(0.05, 0.2))
+    try:
+        sem = client.get_permit_expirable_semaphore(name)
+        assert sem.try_set_permits(1)
+        first = sem.try_acquire(wait_time=1, lease_time=10)
+        assert first is not None
+        sem.release(first)  # loads the release script: the next EVALSHA runs at once
+        permit = sem.try_acquire(wait_time=1, lease_time=10)
+        assert permit is not None
+        proxy.drop_replies = 1  # the release runs in Redis; its reply is lost
+        sem.release(permit)  # the RLock's unlock, under the same fault, returns
+        assert sem.available_permits() == 1
+        sem.add_permits(1)
+        both = sem.try_acquire_many(2, wait_time=1, lease_time=10)
+        assert both is not None
+        proxy.drop_replies = 1  # the same for a list of permits, all or none
+        sem.release(both)
+        assert sem.available_permits() == 2
+    finally:
+        client.shutdown()

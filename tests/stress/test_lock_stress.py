@@ -7,6 +7,7 @@ inside the lock never loses an update, and no two hold intervals overlap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 import uuid
@@ -20,6 +21,7 @@ import syncprims.asyncio
 from syncprims._embedded import RedisServer
 from syncprims.bench.history import Hold, analyse
 from syncprims.cli.demo import run_demo
+from tests import processes
 
 pytestmark = pytest.mark.stress
 
@@ -101,12 +103,13 @@ def test_a_mixed_fleet_of_sync_and_asyncio_clients(redis_server: RedisServer) ->
         ctx.Process(target=_sync_worker, args=(url, name, 1, seconds, out)),
         ctx.Process(target=_async_worker, args=(url, name, 2, seconds, out)),
     ]
-    for p in procs:
-        p.start()
-    records = [out.get(timeout=90) for _ in procs]
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
+    with processes.ending(procs):
+        for p in procs:
+            p.start()
+        records = [out.get(timeout=90) for _ in procs]
+        for p in procs:
+            p.join(30)
+            assert p.exitcode == 0
     holds = [Hold(*h) for batch in records for h in batch]
     overlaps, handoffs = analyse(holds)
     raw = redis.Redis.from_url(url)
@@ -119,14 +122,11 @@ def test_a_mixed_fleet_of_sync_and_asyncio_clients(redis_server: RedisServer) ->
 
 
 def test_red_lock_across_processes_on_five_masters() -> None:
-    servers = [RedisServer() for _ in range(5)]
-    try:
+    with contextlib.ExitStack() as stack:  # each server stopped, even if a later one fails
+        servers = [stack.enter_context(RedisServer()) for _ in range(5)]
         result = run_demo(
             [s.url for s in servers], primitive="redlock", processes=3, threads=2, seconds=3
         )
-    finally:
-        for server in servers:
-            server.stop()
     assert result.acquisitions > 20
     assert result.overlaps == 0
     assert result.counter == result.acquisitions

@@ -27,6 +27,7 @@ assert _spec is not None and _spec.loader is not None
 _hooks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_hooks)
 find_raw_markup: Callable[[str], list[str]] = _hooks.find_raw_markup
+find_unresolved_snippets: Callable[[str], list[str]] = _hooks.find_unresolved_snippets
 
 PUBLIC: list[ModuleType] = [
     syncprims,
@@ -82,6 +83,35 @@ def test_docs_pages_have_no_rest_markup() -> None:
     assert pages
     found = {page.name: raw for page in pages if (raw := find_raw_markup(page.read_text("utf-8")))}
     assert found == {}
+
+
+def test_the_checker_finds_unresolved_snippets() -> None:
+    assert find_unresolved_snippets('--8 < --"docs/examples/object_listeners.py"')  # ruff's
+    assert find_unresolved_snippets('text\n--8<--"docs/examples/x.py"\n')  # no space
+    assert find_unresolved_snippets('--8<-- "docs/examples/x.py" ')  # a space after it
+    assert find_unresolved_snippets("--8\\<-- 'x.py'")
+    assert not find_unresolved_snippets("a -> b, x <- y, 8 < 9, -- and <!-- fmt: off -->")
+
+
+def test_docs_pages_snippet_markers_resolve() -> None:
+    """Each snippet marker in a page is pymdownx.snippets' inline form, names a file that
+    exists, and sits in a code block that ``ruff format`` leaves alone (it formats the Python
+    blocks of Markdown files, and made one ``--8 < --"..."``)."""
+    inline = re.compile(r'--8<-- "([^"]+)"')
+    markers = 0
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        lines = page.read_text("utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if not find_unresolved_snippets(line):
+                continue
+            markers += 1
+            where = f"{page.name}:{number + 1}: {line!r}"
+            match = inline.fullmatch(line)
+            assert match, where
+            assert (ROOT / match.group(1)).is_file(), where
+            assert lines[number - 2 : number] == ["<!-- fmt: off -->", "```python"], where
+            assert lines[number + 1 : number + 3] == ["```", "<!-- fmt: on -->"], where
+    assert markers
 
 
 def test_examples_are_fenced() -> None:

@@ -3,10 +3,13 @@ text (issue 29), also where redis-py maps the code to a class and drops it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import redis.exceptions
 
-from syncprims import AuthenticationError, ServerReplyError
+from syncprims import AuthenticationError, RedisConnectionError, ServerReplyError
+from syncprims._protocol.timing import threading_wait
 from syncprims._transport.errors import error_code, translate
 
 
@@ -60,3 +63,55 @@ def test_an_authentication_error_has_a_code() -> None:
         sent=False,
     )
     assert isinstance(error, AuthenticationError) and error.code == "WRONGPASS"
+
+
+def _translated(error: Exception) -> Exception:
+    return translate(error, context="connecting", address="db:6379", timeout=3.0, sent=False)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "HELLO must be called with the client already authenticated, otherwise the HELLO "
+        "AUTH <user> <pass> option can be used",
+        "Authentication required.",
+        "NOAUTH Authentication required.",
+    ],
+)
+def test_a_server_that_wants_a_password_says_so(reply: str) -> None:
+    error = _translated(redis.exceptions.AuthenticationError(reply))
+    assert isinstance(error, AuthenticationError) and error.code == "NOAUTH"
+    assert str(error).startswith("Redis at db:6379 wants a password and none was given")
+    assert "redis://[user]:password@host:port" in str(error)
+
+
+def test_a_server_that_is_not_redis_is_named_with_what_it_sent() -> None:
+    error = _translated(redis.exceptions.InvalidResponse('Protocol error, got "H"'))
+    assert isinstance(error, RedisConnectionError)
+    assert str(error) == (
+        'the server at db:6379 does not speak the Redis protocol (Protocol error, got "H") '
+        "while connecting: check the URL's host and port"
+    )
+
+
+def test_another_client_error_keeps_its_type_and_text() -> None:
+    error = _translated(redis.exceptions.DataError("Invalid input of type: 'dict'"))
+    assert str(error) == (
+        "Redis client error while connecting (Redis at db:6379): DataError: Invalid input of "
+        "type: 'dict'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("permits", "blocking", "fix"),
+    [
+        (True, 2, "to take 2 permits, write acquire(permits=2)"),
+        (False, 2, "to wait at most 2 s, write acquire(timeout=2)"),
+        (True, 0.5, "to wait at most 0.5 s, write acquire(timeout=0.5)"),
+    ],
+)
+def test_a_count_passed_as_blocking_says_what_to_write(
+    permits: bool, blocking: float, fix: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(fix)):
+        threading_wait(blocking, -1, permits=permits)

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "metrics": 6,  # public: turns the _observe hooks into OpenTelemetry instruments
     "bench": 7,
     "cli": 8,
+    "contrib": 8,  # framework integrations: the public API only (test below)
     "__main__": 9,
 }
 
@@ -119,6 +120,86 @@ def test_no_cycle_between_units() -> None:
 
     cycles = sorted(unit for unit in graph if unit in reachable(unit))
     assert not cycles, f"units on an import cycle: {cycles}"
+
+
+def _modules_imported(source: str, package: str) -> Iterator[tuple[str, int]]:
+    """(module, line) for every import of a syncprims module in ``source``, a module of
+    ``package``, by its full name (``from . import x`` names ``x`` too: it may be a module)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")
+                module = ".".join([*base[: len(base) - node.level + 1], module]).rstrip(".")
+            names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        yield from ((name, node.lineno) for name in names if name.startswith("syncprims"))
+
+
+def _back_to_the_lock_core(source: str) -> list[int]:
+    """The lines of a part of ``_core/lock/`` that import ``core.py`` or the package."""
+    core = "syncprims._core.lock.core"
+    return sorted(
+        {
+            line
+            for module, line in _modules_imported(source, "syncprims._core.lock")
+            if module in ("syncprims._core.lock", core) or module.startswith(f"{core}.")
+        }
+    )
+
+
+LOCK = ROOT / "_core" / "lock"
+
+
+def test_the_lock_parts_never_import_its_core() -> None:
+    """Inside the RLock's package (``_core/lock/``) the arrows point from ``core.py`` to its
+    parts, never back: a part sees the lock through ``view.py``'s Protocol and imports
+    neither ``core.py`` nor the package itself (whose ``__init__`` imports ``core.py``)."""
+    back = [
+        f"{path.relative_to(ROOT.parent)}:{line}"
+        for path in sorted(LOCK.glob("*.py"))
+        if path.name not in ("core.py", "__init__.py")
+        for line in _back_to_the_lock_core(path.read_text("utf-8"))
+    ]
+    assert not back, "a part imports the lock's core:\n" + "\n".join(back)
+
+
+def test_the_lock_part_checker_sees_every_way_back() -> None:
+    source = """
+from typing import TYPE_CHECKING
+from syncprims._core.lock.view import LockView
+from syncprims._core.lock import wakeup
+from .core import LockCore
+from . import core
+if TYPE_CHECKING:
+    from syncprims._core.lock.core import LockCore
+def f() -> None:
+    import syncprims._core.lock.core
+"""
+    assert _back_to_the_lock_core(source) == [4, 5, 6, 8, 10]
+
+
+def test_contrib_uses_the_public_api_only() -> None:
+    """``syncprims.contrib`` builds on the public API, so that the internals can move
+    under it: no module of syncprims whose path has a private part, but its own."""
+    private = [
+        f"{path.relative_to(ROOT.parent)}:{node.lineno}: {module}"
+        for path in sorted((ROOT / "contrib").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.ImportFrom | ast.Import)
+        for module in (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [a.name for a in node.names]
+        )
+        if module.startswith("syncprims")
+        and not module.startswith("syncprims.contrib")
+        and any(part.startswith("_") for part in module.split("."))
+    ]
+    assert not private, "\n".join(private)
 
 
 def test_the_checker_sees_relative_type_only_and_local_imports() -> None:

@@ -63,15 +63,26 @@ def test_a_busy_janitor_flushes_once_a_second_a_quiet_one_at_once() -> None:
     asyncio.run(main())
 
 
-def test_flush_now_deletes_what_is_pending_at_once() -> None:
+def test_take_hands_over_what_is_pending_grouped_by_slot() -> None:
+    """Shutdown and exit take the pending keys to delete them at once; the scheduled flush
+    then finds nothing, and the groups keep one slot and at most BATCH keys each."""
+
     async def main() -> None:
         recorder = _Recorder()
-        j = Janitor(CallerLoop(asyncio.get_running_loop(), "test"), recorder)
-        for i in range(janitor.BUSY_KEYS):
-            j.discard(f"a{i}")
-        await _until(recorder, 1, 5)
-        j.discard("pending")  # would wait a second
-        await j.flush_now()
-        assert recorder.unlinks[-1][1] == ("pending",)
+        slots = {"a": 1, "b": 2}
+        j = Janitor(
+            CallerLoop(asyncio.get_running_loop(), "test"), recorder, lambda key: slots[key[0]]
+        )
+        keys = [f"a{i}" for i in range(janitor.BATCH + 1)] + ["b0"]
+        for key in keys:
+            j.discard(key)
+        assert j.pending()
+        taken = j.take()
+        assert taken == keys and not j.pending()
+        groups = j.groups(taken)
+        assert [len(group) for group in groups] == [janitor.BATCH, 1, 1]
+        assert {key[0] for key in groups[0] + groups[1]} == {"a"} and groups[2] == ["b0"]
+        await asyncio.sleep(janitor.FLUSH_DELAY * 3)
+        assert recorder.unlinks == []  # taken: the scheduled flush had nothing to delete
 
     asyncio.run(main())

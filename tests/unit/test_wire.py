@@ -10,12 +10,11 @@ import pytest
 from redis.connection import Connection
 
 import syncprims
-from syncprims._core import onewake as onewake_module
-from syncprims._core.kept import KEPT, KeptCalls
+from syncprims._core.lock import wakeup as wakeup_module
+from syncprims._core.lock.kept import KEPT, KeptCalls
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, ScriptCall, WiredCall
-from syncprims._protocol.wire import Splice, Wired, encode, wired
-from syncprims._transport.errors import pack
+from syncprims._protocol.wire import Splice, Wired, encode, pack, wired
 
 COMMANDS: list[tuple[Any, ...]] = [
     ("EVALSHA", scripts.LOCK_ACQUIRE.sha, 1, "lock", 30000, "id:1"),
@@ -54,7 +53,7 @@ def test_a_splice_is_the_whole_encoded_with_its_value(command: tuple[Any, ...]) 
 
 def test_pack_sends_an_encoded_command_as_it_is() -> None:
     command = wired(COMMANDS[0])
-    assert pack(None, command) is command.wire
+    assert pack(command) is command.wire
     plain = ScriptCall(scripts.LOCK_ACQUIRE, ["lock"], [30000, "id:1"])
     call = WiredCall.of(plain)
     assert call.command() == plain.command() == COMMANDS[0]
@@ -86,8 +85,8 @@ def test_a_locks_kept_calls_follow_what_they_were_made_from(
             for _ in range(2):
                 made = one_wake.first_command(field, lease, wait).command()
                 assert made == afresh(field, lease, wait)
-                assert pack(None, made) == [encode(afresh(field, lease, wait))]
-        monkeypatch.setattr(onewake_module, "ONE_WAKE_SLICE_MS", 60_000)
+                assert pack(made) == [encode(afresh(field, lease, wait))]
+        monkeypatch.setattr(wakeup_module, "ONE_WAKE_SLICE_MS", 60_000)
         made = one_wake.first_command("a:1", 30000, 0.0).command()
         assert made == afresh("a:1", 30000, 0.0) and 60_000 in made
 
@@ -96,7 +95,7 @@ def test_a_locks_kept_calls_follow_what_they_were_made_from(
             assert list(call.keys).index(latch) == 2
             whole = ScriptCall(call.script, call.keys, call.args).command()
             assert call.command() == whole
-            assert pack(None, call.command()) == [encode(whole)]
+            assert pack(call.command()) == [encode(whole)]
     finally:
         client.shutdown()
 
@@ -125,7 +124,7 @@ def test_kept_calls_encode_from_the_second_time_on() -> None:
     assert [type(call) for call in made] == [ScriptCall, ScriptCall, WiredCall, WiredCall]
     for i, call in enumerate(made):
         whole = ScriptCall(call.script, call.keys, call.args).command()
-        assert f"latch:{i}" in whole and pack(None, call.command()) == [encode(whole)]
+        assert f"latch:{i}" in whole and pack(call.command()) == [encode(whole)]
     for i in range(KEPT + 1):  # a few kept at most: the oldest go
         kept.keep(("other", i), make())
     assert kept.get(key) is None

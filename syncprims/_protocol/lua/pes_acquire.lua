@@ -11,6 +11,8 @@
 -- Reply: 1 when acquired; else the epoch ms at which the earliest lease expires, or 0 when
 --        no lease will expire by itself.
 -- @include pes_reclaim
+-- @include pes_clock
+ARGV[2], ARGV[3] = at(ARGV[2]), at(ARGV[3])
 reclaim(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[3]), 1, ARGV[5])
 local value = redis.call('get', KEYS[1])
 if value ~= false and tonumber(value) >= 1 then

@@ -12,6 +12,11 @@
 -- Reply: available / acquired: a count; try_set: 1 when set, else 0; set: 1;
 --        update: 1 when the permit exists, else 0.
 -- @include pes_reclaim
+-- @include pes_clock
+ARGV[2] = at(ARGV[2])
+if ARGV[1] == 'update' then
+    ARGV[4] = at(ARGV[4])
+end
 local op = ARGV[1]
 reclaim(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), nil, ARGV[3])
 if op == 'available' then

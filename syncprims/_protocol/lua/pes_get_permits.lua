@@ -8,6 +8,8 @@
 -- ARGV[2] publish command
 -- Reply: available + leased permits; 0 when the semaphore's counter does not exist.
 -- @include pes_reclaim
+-- @include pes_clock
+ARGV[1] = at(ARGV[1])
 reclaim(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), nil, ARGV[2])
 local available = redis.call('get', KEYS[1])
 if available == false then

@@ -11,6 +11,8 @@
 -- Reply: -1 when the permit never expires; else the ms left (> 0); 0 when the id is
 --        unknown, released or expired.
 -- @include pes_reclaim
+-- @include pes_clock
+ARGV[3] = at(ARGV[3])
 reclaim(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[3]), nil, ARGV[4])
 local expiry = redis.call('zscore', KEYS[2], ARGV[1])
 if expiry == false then

@@ -19,8 +19,7 @@ end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
-    redis.call('set', KEYS[5], 1, 'px', ARGV[4])
-    return nil
+    return nil  -- no latch (Redisson sets it to 1: a retry then answered "released")
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return nil

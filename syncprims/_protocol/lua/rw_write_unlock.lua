@@ -18,8 +18,7 @@ end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[4], KEYS[2], ARGV[1])
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5])
-    return nil
+    return nil  -- no latch (Redisson sets it to 1: a retry then answered "released")
 end
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -86,6 +87,7 @@ def test_lock_durations(drv: Driver, kind: str, data: st.DataObject) -> None:
         call = drv.call
         lock = LOCKS[kind](drv.client, NAME)
         try:
+            started = time.monotonic()  # the TTLs below run down from here
             if held:
                 assert await call(lock.try_lock, 0, 60) is True
             holds = await call(lock.get_hold_count)
@@ -103,12 +105,17 @@ def test_lock_durations(drv: Driver, kind: str, data: st.DataObject) -> None:
                 if lease is None
                 else lease_to_ms(lease)
             )
+            # A reentrant acquire that sets the lock's TTL to its own lease (Redisson's RLock
+            # layout; a write adds it, a read keeps the longer) ends the earlier hold with it.
+            resets = held and kind not in ("read", "write")
             if result in (False, None) and lease_ms < LATE_GRANT_MS and method != "lock":
                 # A grant whose reply came after its lease ran out is not taken
                 # (docs/guarantees.md): a lease of a few ms can end within one round trip on
-                # a busy machine (found in CI: a 1 ms lease, a reply 1 ms late). Nothing is
-                # held then.
-                assert await call(lock.get_hold_count) == holds
+                # a busy machine (found in CI: a 1 ms lease, a reply 1 ms late). Nothing more
+                # is held then; the earlier hold keeps what was left of its lease, unless the
+                # acquire reset the TTL: then it may have ended before the give-back came.
+                count = await call(lock.get_hold_count)
+                assert count == holds or (resets and count == 0), (count, holds)
                 return
             if method.endswith("_token") and lease_ms < LATE_GRANT_MS:
                 # a late grant was not taken and its token spent; a later grant's is higher
@@ -117,12 +124,20 @@ def test_lock_durations(drv: Driver, kind: str, data: st.DataObject) -> None:
                 assert result == token + 1
             else:
                 assert result is (None if method == "lock" else True)
+            # The hold and its TTL, by the time they had to run down, not by a slack sized to
+            # the machine's speed: still there after the count was read, the count is one
+            # more (or 1: a reset TTL ended the earlier hold and a retry took the lock anew,
+            # which takes the lease's time); gone, its TTL ran out meanwhile.
             ttl = expected_ttl(kind, lease_ms, held_ttl)
+            count = await call(lock.get_hold_count)
             ttl_now = int(drv.raw.pttl(NAME))
-            assert ttl_now <= ttl
-            if ttl > TTL_SLACK_MS:  # not about to expire: the hold and its TTL are there
-                assert ttl_now >= ttl - TTL_SLACK_MS, (ttl_now, ttl)
-                assert await call(lock.get_hold_count) == holds + 1
+            ran = math.ceil((time.monotonic() - started) * 1000) + 2  # each PTTL rounds down
+            assert ttl_now != -1 and ttl_now <= ttl, (ttl_now, ttl)
+            if ttl_now >= 0:
+                assert ttl_now >= ttl - ran, (ttl_now, ttl, ran)
+                assert count == holds + 1 or (resets and ran >= lease_ms and count == 1), count
+            else:
+                assert ttl <= ran, (ttl, ran)
         finally:
             await call(lock.force_unlock)
 
@@ -273,10 +288,13 @@ def test_expire(drv: Driver, kind: str, method: str, ttl: object, when: object) 
                 target = lease_to_ms(ttl)
             for key in keys:
                 left = int(drv.raw.pttl(key))
-                if target > TTL_SLACK_MS:
-                    assert target - TTL_SLACK_MS <= left <= target + TTL_SLACK_MS, (key, left)
-                elif target <= 0:
+                ran = (time.time() - started) * 1000 + 2  # run down since (each PTTL rounds down)
+                if target <= 0:
                     assert left == -2  # expired at once
+                elif left == -2:
+                    assert target <= ran, (key, target, ran)  # it ran out meanwhile
+                else:
+                    assert target - ran <= left <= target + TTL_SLACK_MS, (key, left, ran)
         finally:
             if kind in ("rlock", "fair", "fenced"):
                 await drv.call(obj.force_unlock)

@@ -39,6 +39,9 @@ ACL_KEYS = (
     "~syncprims_lock_granted:{app:*",
     "~syncprims_lock_handoff:{app:*",  # the direct grant's lists (made in the script)
     "~syncprims_client:*",  # each client's record (host, pid) for info() and inspect
+    "~*syncprims_election:{app:*",  # LeaderElection: its FairLock's keys (the lock is named so)
+    "~syncprims_election_term:{app:*",  # LeaderElection: the term counter
+    "~syncprims_election_channel:{app:*",  # LeaderElection: the observers' channel (in KEYS)
 )
 """Key patterns (``~``) of the ACL user."""
 
@@ -49,6 +52,8 @@ ACL_CHANNELS = (
     "&redisson_countdownlatch__channel__{app:*",  # CountDownLatch (given in ARGV, not KEYS)
     "&syncprims_lock_herald:{app:*",  # RLock: which client a release wakes
     "&syncprims_lock_grant:{app:*",  # RLock: a client's one-hop grants (given in ARGV)
+    "&*syncprims_election:{app:*",  # LeaderElection: its FairLock's wake-ups and grants
+    "&syncprims_election_channel:{app:*",  # LeaderElection: observe()
 )
 """Pub/sub channel patterns (``&``) of the ACL user."""
 
@@ -72,6 +77,7 @@ ACL_COMMANDS = (
     "+zadd", "+zcount", "+zincrby", "+zrange", "+zrangebyscore", "+zrem", "+zscore",
     "+zremrangebyscore", "+time",  # RLock's waiting clients (expired entries, server time)
     "+blpop", "+lpush", "+pubsub|numsub",  # RLock's direct grant (blocking face)
+    "+hmget",  # LeaderElection: leader()
 )  # fmt: skip
 """Commands of the ACL user. Not granted here, and needed only by some features: ``+wait``
 (``Config.lock_synced_replicas``, where the master has replicas), ``+pexpireat``

@@ -227,6 +227,14 @@ def _exercise_everything(client: syncprims.Client) -> None:
     multi.unlock()
     assert not multi.is_locked()
 
+    election = client.get_leader_election("app:election", value="host-a")
+    assert election.campaign(wait_time=2)
+    leader = election.leader()
+    assert leader is not None and leader.value == "host-a"
+    election.proclaim("host-b")
+    election.resign()
+    assert election.leader() is None
+
 
 def _exercise_watchdog(client: syncprims.Client, seconds: float) -> None:
     """Hold each lock kind through several watchdog renewals (leases of 1.5 s)."""

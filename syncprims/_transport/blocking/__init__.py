@@ -1,0 +1,1 @@
+"""The blocking face's transport: its server and its fan-out."""
