@@ -14,6 +14,7 @@ import syncprims
 import syncprims.asyncio
 from syncprims import LockLostError, LockNotHeldError
 from syncprims._embedded import RedisServer
+from syncprims._protocol.timing import clock
 from tests.conftest import LOCK_KINDS
 from tests.harness import Face, MakeLock
 
@@ -83,6 +84,34 @@ def test_renewals_failing_past_the_lease_are_reported() -> None:
         assert reports, "the loss was not reported"
         assert "could not be renewed" in reports[0]
         assert lock.is_lost
+
+
+def test_a_lease_with_no_renewal_reply_is_reported_a_margin_before_it_ends() -> None:
+    """The report of a renewal that got no reply is a timer, which a loaded host runs late:
+    it is due 5 % of the lease (plus the 1 % + 2 ms drift allowance) before the lease's end
+    counted from the acquire's send, so that some scheduling delay still leaves it before
+    Redis's expiry (the 30-minute campaign: a report due at the end itself came 4.5 ms
+    after another client's grant). With a 6 s lease, due 0.362 s before the end; the
+    assertion leaves 0.16 s of delay (due at the end less the drift alone, 5.938 s, it fails)."""
+    told: list[float] = []
+    lease = 6.0
+    with (
+        RedisServer() as server,
+        syncprims.connect(server.url, lock_watchdog_timeout=lease, timeout=0.5) as client,
+    ):
+        lock = client.get_lock("frozen", on_lost=lambda _name, _reason: told.append(clock()))
+        sent = clock()
+        lock.lock()
+        server.pause()  # the renewal at a third of the lease gets no reply
+        try:
+            deadline = time.monotonic() + lease + 2
+            while not told and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            server.resume()
+        assert told, "the loss was not reported"
+        assert told[0] - sent < lease - 0.2, f"reported {told[0] - sent:.3f} s after the acquire"
+        assert told[0] - sent > lease / 3  # not before the first renewal could have answered
 
 
 def test_an_unlocked_hold_leaves_the_watchdogs_wheel_at_the_next_tick(real_url: str) -> None:

@@ -55,7 +55,7 @@ from syncprims._protocol.contracts import HoldLostCallback, RenewalKind, ScriptC
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.replication import acknowledged
 from syncprims._protocol.serverinfo import ServerLife, info_fields
-from syncprims._protocol.timing import LATE_COPY, clock, drift
+from syncprims._protocol.timing import LATE_COPY, clock, drift, notice_margin
 from syncprims._protocol.wheel import TimerHandle, TimingWheel
 from syncprims._services.loop import Scheduler
 
@@ -107,7 +107,9 @@ class _Renewal:
         self.field = field
         self.kind = kind
         self.lease = lease  # seconds: the client's, or the hold's own (a leader election's)
-        self.valid = lease - drift(lease)  # how long a lease is counted valid here
+        # How long a lease is counted valid here: the drift allowance, and the margin that a
+        # late timer of a loaded host must not carry a loss notice past Redis's expiry.
+        self.valid = lease - drift(lease) - notice_margin(lease)
         self.renew = True  # False: an explicit lease, kept until ``until``, never renewed
         self.count = 1
         self.dropped = 0.0  # when it was dropped (``_late``'s age)
@@ -280,7 +282,8 @@ class Watchdog:
         """Until when (:func:`~syncprims._protocol.timing.clock` seconds) ``field``'s hold on
         ``name`` is known to be valid: the send time of its last confirmed renewal (or
         acquire) plus the lease; ``None`` when it is not being renewed. Less the clock
-        drift allowance (:func:`~syncprims._protocol.timing.drift`)."""
+        drift allowance (:func:`~syncprims._protocol.timing.drift`) and the notice margin
+        (:func:`~syncprims._protocol.timing.notice_margin`)."""
         with self._mutex:
             renewal = self._renewals.get((name, field))
             if renewal is None or not renewal.renew:
