@@ -142,9 +142,13 @@ class Call:
             went away (a cancelled asyncio task), or the fan-out stopped early (``enough``)
             and the reply came later. An acquire undoes itself here.
         skip_if_busy: ``True`` when the call may be skipped on a server still finishing an
-            earlier call the fan-out stopped waiting for (a sick quorum member): it then
-            fails at once with a ``RedisTimeoutError`` that did not run. ``False`` (a
-            release): it is queued behind that call instead and finished in the background.
+            earlier call of this kind that a fan-out stopped waiting for (a sick quorum
+            member): it then fails at once with a ``RedisTimeoutError`` that did not run.
+            Behind other calls only (a release left to finish, as after a reply that merely
+            missed the grace on a loaded host) it is queued, as any call is: so a server
+            holds at most one such call at a time, and a slow one is not taken for a
+            sick one (a 1-attempt RedLock with 2 of 5 masters frozen failed on CI so).
+            ``False`` (a release): always queued behind, and finished in the background.
     """
 
     executor: Executor

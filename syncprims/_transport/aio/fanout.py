@@ -102,7 +102,7 @@ class _FanOut:
 
     async def run(self) -> list[Any]:
         for i, (server, call) in enumerate(self.calls):
-            if server.late:  # a sick server: see Call.skip_if_busy
+            if server.late:  # a sick or a slow server: see Call.skip_if_busy
                 self._behind(i, server, call)
                 continue
             slot = server.submit(call)
@@ -161,8 +161,9 @@ class _FanOut:
 
     def _behind(self, i: int, server: AsyncServer, call: Call) -> None:
         """Call ``i`` on a server still finishing calls a fan-out left there: skipped when
-        it may be (it did not run), else made once those are finished."""
-        if call.skip_if_busy:
+        it may be (it did not run) and an attempt is among them, else made once those are
+        finished."""
+        if call.skip_if_busy and server.late_skippable:
             error = RedisTimeoutError(
                 f"{call.context} skipped: the server has not answered an earlier call yet",
                 maybe_executed=False,
@@ -191,25 +192,49 @@ class _FanOut:
             elif entry is not None and call.skip_if_busy:
                 entry.slot.future.cancel()
                 entry.slot.connection.abandon(entry.slot)
-            elif entry is not None:
-                server.leave_late(entry.slot.future, call.on_orphan)
+            elif entry is not None and i not in self.tasks.values():
+                late = self.loop.create_task(_finish_late(server, entry.slot, call))
+                server.leave_late(late, call.on_orphan, call.skip_if_busy)
         for task, i in list(self.tasks.items()):
             server, call = self.calls[i]
             if call.skip_if_busy and not task.done():
                 task.cancel()  # it undoes itself (on_orphan)
             else:  # a release, or an attempt that answered just now
-                server.leave_late(task, call.on_orphan)
+                server.leave_late(task, call.on_orphan, call.skip_if_busy)
 
     def _leave_late(self) -> None:
         """After ``enough``: the calls still out finish on their servers (one answered just
         now, its outcome not recorded yet, is undone there too)."""
+        as_tasks = set(self.tasks.values())  # a NOSCRIPT made again as a task already
         for i, entry in enumerate(self.entries):
-            if entry is not None and self.results[i] is PENDING:
+            if entry is not None and self.results[i] is PENDING and i not in as_tasks:
                 server, call = self.calls[i]
-                server.leave_late(entry.slot.future, call.on_orphan)
+                late = self.loop.create_task(_finish_late(server, entry.slot, call))
+                server.leave_late(late, call.on_orphan, call.skip_if_busy)
         for task, i in list(self.tasks.items()):
             server, call = self.calls[i]
-            server.leave_late(task, call.on_orphan)
+            server.leave_late(task, call.on_orphan, call.skip_if_busy)
+
+
+async def _finish_late(server: AsyncServer, slot: Slot, call: Call) -> Any:
+    """The outcome of a call left late on its shared connection's ``slot``: its reply
+    (raised if an error). A ``NOSCRIPT`` (it did not run: the script's first use on that
+    server, or one restarted empty) is run again with the script loaded, unless the call
+    may be skipped (an attempt that did not run took nothing). A late release whose
+    ``NOSCRIPT`` was dropped here left the lock held on that master until its lease."""
+    await asyncio.wait([slot.future])
+    if slot.future.cancelled():
+        raise RedisConnectionError(
+            f"{call.context}: the connection was closed", maybe_executed=slot.sent
+        )
+    outcome = server.outcome(slot, call.context)
+    if outcome is NOSCRIPT:
+        if call.skip_if_busy:
+            raise RedisTimeoutError(f"{call.context}: did not run", maybe_executed=False)
+        return await server.eval(call.script_call, context=call.context)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 async def _after(earlier: Sequence[asyncio.Future[Any]], coro: Coroutine[Any, Any, T]) -> T:

@@ -122,6 +122,7 @@ class AsyncServer:
         self._deadlines: Deadlines | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.late: set[asyncio.Future[Any]] = set()  # fan-out calls left here (leave_late)
+        self.late_skippable = 0  # of them, skip_if_busy calls (attempts)
         self._closed = False
         # Connections kept checked out between calls, as the blocking server does and for
         # the same reason [hot-7]: only over a plain redis.asyncio ConnectionPool.
@@ -486,14 +487,21 @@ class AsyncServer:
             return self._translate(reply, context, sent=True)
         return reply
 
-    def leave_late(self, future: asyncio.Future[Any], on_orphan: Orphan | None) -> None:
+    def leave_late(
+        self, future: asyncio.Future[Any], on_orphan: Orphan | None, skippable: bool = False
+    ) -> None:
         """A fan-out's call it stopped waiting for (a slot's future, or a task of the
         per-call path), finished here within its deadline: its reply goes to ``on_orphan``;
-        until then the server counts as busy (:attr:`late`) and shutdown waits for it."""
+        until then the server counts as busy (:attr:`late`; with ``skippable``, a
+        ``skip_if_busy`` call, :attr:`late_skippable` too) and shutdown waits for it."""
+        if future in self.late:
+            return
         self.late.add(future)
+        self.late_skippable += skippable
 
         def done(future: asyncio.Future[Any]) -> None:
             self.late.discard(future)
+            self.late_skippable -= skippable
             if future.cancelled() or future.exception() is not None or on_orphan is None:
                 return
             self.hand_over(future.result(), on_orphan)
@@ -584,6 +592,7 @@ class AsyncServer:
         self._deadlines = None
         self._background = set()
         self.late = set()
+        self.late_skippable = 0
         self._idle = []
         self._mux = None
 

@@ -47,8 +47,9 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
     behind); the calls still out after it go to their servers' :class:`LateLane`, which
     reads their replies in the background and hands them to ``on_orphan``. A server whose
     lane is still busy is not written to meanwhile: a ``skip_if_busy`` call fails at once
-    (``RedisTimeoutError``, not run), another is queued in the lane and its reply awaited
-    unless ``enough`` is already true (then ``PENDING``). So a frozen quorum member costs
+    (``RedisTimeoutError``, not run) where the lane holds one such call already, another is
+    queued in the lane and its reply awaited unless ``enough`` is already true (then
+    ``PENDING``). So a frozen quorum member costs
     one connection and one timeout at a time, not one per attempt. Servers whose last call
     failed get their connection from the pool on a thread each, at once (a frozen server
     that accepts connections costs its connect timeout once, not once per such server).
@@ -64,7 +65,7 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
     for i, (server, call) in enumerate(calls):
         lane = server.lane
         if lane is not None and lane.busy():
-            if call.skip_if_busy:
+            if call.skip_if_busy and lane_of(server).holds_skippable():
                 results[i] = RedisTimeoutError(
                     f"{call.context} skipped: {server.address} has not answered an "
                     f"earlier call yet",
@@ -263,10 +264,16 @@ class LateLane:
         self._cond = threading.Condition()
         self._running = False
         self._outstanding = 0
+        self._skippable = 0  # of them, ``skip_if_busy`` calls (attempts)
 
     def busy(self) -> bool:
         """Whether calls are still being finished (the server may be sick)."""
         return self._outstanding > 0
+
+    def holds_skippable(self) -> bool:
+        """Whether a ``skip_if_busy`` call (an attempt) is among them: the next one is
+        skipped, not queued (at most one attempt waits on a sick server)."""
+        return self._skippable > 0
 
     def finish(self, call: Call, conn: Any, deadline: float) -> None:
         """Read the reply of ``call``, already sent on ``conn``, before ``deadline``."""
@@ -282,6 +289,7 @@ class LateLane:
         with self._cond:
             self._jobs.append(job)
             self._outstanding += 1
+            self._skippable += job[0].skip_if_busy
             if not self._running:
                 self._running = True
                 threading.Thread(
@@ -303,6 +311,7 @@ class LateLane:
             finally:
                 with self._cond:
                     self._outstanding -= 1
+                    self._skippable -= call.skip_if_busy
 
     def _finish(self, call: Call, conn: Any, deadline: float, handoff: Handoff | None) -> None:
         server = self._server
