@@ -91,7 +91,12 @@ async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
         single = await face.connect(five[0].url, wait_recheck_interval=60)
         red = masters.get_red_lock(name)
         a, b = face.actor(), face.actor()
-        assert await a(red.try_lock, lease_time=30)
+        for _ in range(5):  # held on master 0 too (a grant there may miss the grace, loaded)
+            assert await a(red.try_lock, lease_time=30)
+            if raws[0].hlen(name):
+                break
+            await a(red.unlock)
+        assert raws[0].hlen(name) == 1
         waiter = asyncio.ensure_future(b(single.get_lock(name).try_lock, wait_time=20))
         deadline = time.monotonic() + 10
         while not raws[0].zcard(f"syncprims_lock_waiters:{{{name}}}"):
@@ -188,9 +193,16 @@ async def test_kept_connections_closed_by_restarts_are_not_written_to(
     doomed[0].restart()
     doomed[3].restart()
     await asyncio.sleep(0.2)  # the close reached the client's sockets
-    assert await a(red.try_lock, lease_time=10)
-    assert lock_fields(doomed, name) == [1, 1, 1, 1, 1]
-    await a(red.unlock)
+    for _ in range(5):
+        # A restarted master costs NOSCRIPT + SCRIPT LOAD + EVALSHA where the others cost one
+        # call: on a loaded host its grant can miss the grace and be given back (CI saw it),
+        # so the next attempts may be needed; each one is granted.
+        assert await a(red.try_lock, lease_time=10)
+        fields = lock_fields(doomed, name)
+        await a(red.unlock)
+        if fields == [1, 1, 1, 1, 1]:
+            break
+    assert fields == [1, 1, 1, 1, 1]
     assert await released_everywhere(doomed, name) == [0, 0, 0, 0, 0]
 
 
