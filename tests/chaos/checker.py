@@ -66,8 +66,9 @@ What it verifies, per primitive and resource:
 3. **Store evidence.** Every lost update (a commit that found the counter moved since its
    read) belongs to an overlap found in 1, so the store and the clocks agree.
 4. **Fencing.** Tokens are unique, accepted ones only grow in store order (an equal token
-   only from the same section), and a later section that did not overlap an earlier one
-   has a higher token; for a FencedLock without durable tokens, a regression across an
+   only from the same section), and a section asked for after an earlier one ended has a
+   higher token (one asked for before may be lower: its token was issued before its grant
+   was read); for a FencedLock without durable tokens, a regression across an
    empty restart or an eviction of its keys is the documented caveat
    (``tokens_reset``).
 5. **Quorum.** A RedLock grant names at least a majority of its masters (when the worker
@@ -787,14 +788,16 @@ def _check_tokens(h: _History, judge: _Judge, rows: dict[str, Row], violations: 
                 rows[kind].violations += 1
                 violations.append(f"{kind}/{res}: token {s.token} given to {first.sid} and {s.sid}")
             seen[s.token] = s
-        # Every section granted after another ended must carry a higher token: sweep the
-        # sections by grant, keeping the highest token among those ended before it
-        # (O(n log n); each later section is judged against that one).
+        # Every section asked for after another ended must carry a higher token (a token is
+        # issued in Redis between the request and the grant's reply, so one asked for
+        # earlier may be lower though its grant was read later): sweep the sections by
+        # request, keeping the highest token among those ended before it (O(n log n); each
+        # later section is judged against that one).
         ended = sorted((s for s in sections if s.end is not None), key=lambda s: s.end or 0.0)
         highest: Section | None = None
         j = 0
-        for b in sorted(sections, key=lambda s: s.grant):
-            while j < len(ended) and (ended[j].end or 0.0) < b.grant:
+        for b in sorted(sections, key=lambda s: s.t_req):
+            while j < len(ended) and (ended[j].end or 0.0) < b.t_req:
                 if highest is None or ended[j].token > highest.token:
                     highest = ended[j]
                 j += 1

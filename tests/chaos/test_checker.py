@@ -414,6 +414,24 @@ def test_tokens_may_restart_after_an_empty_restart_only_when_not_durable(tmp_pat
     assert "after 1-0-1 ended" in run.check().violations[0]
 
 
+def test_a_token_is_ordered_by_its_request_not_by_when_its_grant_was_read(
+    tmp_path: Path,
+) -> None:
+    """A token is issued in Redis between the request and the grant's reply: a section
+    that asked before another one ended may carry a lower token, read after that one
+    ended (the 30-minute campaign: a grant read 20 ms late on a loaded host, its key
+    evicted meanwhile, another holder in and out; its write was refused by the fence).
+    Asked after the other ended, a lower token is a violation."""
+    run = Run(tmp_path, kind="fenced")
+    run.section(1, 1.0, 1.1, token=7)
+    run.section(2, 1.2, 1.3, token=5, t_req=0.5)
+    assert run.check().violations == []
+    run = Run(tmp_path / "after", kind="fenced")
+    run.section(1, 1.0, 1.1, token=7)
+    run.section(2, 1.2, 1.3, token=5, t_req=1.15)
+    assert "after 1-0-1 ended" in run.check().violations[0]
+
+
 def test_an_equal_token_from_another_writer_is_a_stale_write(tmp_path: Path) -> None:
     run = Run(tmp_path, kind="fenced")
     run.section(1, 1.0, 1.1, token=3)
