@@ -88,7 +88,17 @@ class _Entry:
 class _FanOut:
     """One fan-out (see the module docstring)."""
 
-    __slots__ = ("calls", "enough", "entries", "loop", "remaining", "results", "tasks", "wake")
+    __slots__ = (
+        "behind",
+        "calls",
+        "enough",
+        "entries",
+        "loop",
+        "remaining",
+        "results",
+        "tasks",
+        "wake",
+    )
 
     def __init__(self, calls: Sequence[Routed], enough: Enough | None) -> None:
         self.calls = calls
@@ -97,6 +107,7 @@ class _FanOut:
         self.results: list[Any] = [PENDING] * len(calls)
         self.entries: list[_Entry | None] = [None] * len(calls)
         self.tasks: dict[asyncio.Task[Any], int] = {}  # the calls made as tasks
+        self.behind: set[int] = set()  # attempts queued behind a server's late calls
         self.remaining = len(calls)
         self.wake: asyncio.Future[None] = self.loop.create_future()
 
@@ -171,6 +182,8 @@ class _FanOut:
             self.settle(i, error)
             return
         coro = server.eval(call.script_call, context=call.context, on_orphan=call.on_orphan)
+        if call.skip_if_busy:
+            self.behind.add(i)
         self.task(i, _after(list(server.late), coro))
 
     def _done(self, task: asyncio.Task[Any]) -> None:
@@ -213,6 +226,12 @@ class _FanOut:
                 server.leave_late(late, call.on_orphan, call.skip_if_busy)
         for task, i in list(self.tasks.items()):
             server, call = self.calls[i]
+            if i in self.behind and not task.done():
+                # An attempt queued behind late calls, not needed any more: cancelled (not
+                # sent yet: never sent; sent: it undoes itself), not left to be granted
+                # and undone, which kept the server busy for the next attempt.
+                task.cancel()
+                continue
             server.leave_late(task, call.on_orphan, call.skip_if_busy)
 
 
