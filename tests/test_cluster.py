@@ -224,7 +224,10 @@ def test_failover_during_contention(redis_cluster: RedisClusterSet) -> None:
 
 
 def test_watchdog_renews_locks_on_many_slots(redis_cluster: RedisClusterSet) -> None:
-    with syncprims.connect(redis_cluster.url, lock_watchdog_timeout=0.9) as client:
+    # A 1.5 s lease, renewed every 0.5 s, and a sleep longer than it: only renewals keep them
+    # (0.9 s lost holds on a loaded host: a renewal round of 200 holds there took longer
+    # than the lease less its drift and notice margins).
+    with syncprims.connect(redis_cluster.url, lock_watchdog_timeout=1.5) as client:
         names = [f"wd:{uuid.uuid4().hex}" for _ in range(150)] + [
             f"{{wdtag}}:{i}" for i in range(50)
         ]

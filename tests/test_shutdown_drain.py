@@ -68,6 +68,9 @@ async def test_asyncio_shutdown_under_load_leaves_nothing_held(redis_server: Red
 
     tasks = [asyncio.create_task(work(i)) for i in range(1000)]
     await asyncio.sleep(1.0)
+    deadline = time.monotonic() + 20
+    while not pairs and time.monotonic() < deadline:  # a loaded host: under way first
+        await asyncio.sleep(0.05)
     shutdown_at = time.monotonic()
     await client.shutdown()
     await asyncio.wait_for(asyncio.gather(*tasks), 60)
