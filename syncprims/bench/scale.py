@@ -116,6 +116,9 @@ async def _one(url: str, peer: str, tasks: int, hot: bool, seconds: float) -> di
     await asyncio.gather(*(worker(i) for i in range(tasks)))
     elapsed = time.monotonic() - began
     watcher.cancel()
+    # The connections are still open: one reading more, so that a short window on a loaded
+    # host, which can end before the watcher's first reading, still counts them.
+    peak = max(peak, await asyncio.to_thread(_peak_connections, url, name))
     if client is not None:
         await client.shutdown()
     await app.aclose()
