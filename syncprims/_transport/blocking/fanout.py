@@ -49,8 +49,8 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
     lane is still busy is not written to meanwhile: a ``skip_if_busy`` call fails at once
     (``RedisTimeoutError``, not run) where the lane holds one such call already, another is
     queued in the lane and its reply awaited unless ``enough`` is already true (then
-    ``PENDING``). So a frozen quorum member costs
-    one connection and one timeout at a time, not one per attempt. Servers whose last call
+    ``PENDING``). So a frozen quorum member costs one connection and one timeout at a
+    time, not one per attempt. Servers whose last call
     failed get their connection from the pool on a thread each, at once (a frozen server
     that accepts connections costs its connect timeout once, not once per such server).
 
