@@ -196,6 +196,7 @@ class _FanOut:
         """The caller was cancelled: answered attempts are undone, attempts in flight
         abandoned (their replies go to ``on_orphan``; one not written yet never is), and a
         release left to finish."""
+        as_tasks = set(self.tasks.values())  # a NOSCRIPT made again as a task already
         for i, entry in enumerate(self.entries):
             server, call = self.calls[i]
             reply = self.results[i]
@@ -205,9 +206,8 @@ class _FanOut:
             elif entry is not None and call.skip_if_busy:
                 entry.slot.future.cancel()
                 entry.slot.connection.abandon(entry.slot)
-            elif entry is not None and i not in self.tasks.values():
-                late = self.loop.create_task(_finish_late(server, entry.slot, call))
-                server.leave_late(late, call.on_orphan, call.skip_if_busy)
+            elif entry is not None and i not in as_tasks:
+                self._leave_slot_late(server, entry.slot, call)
         for task, i in list(self.tasks.items()):
             server, call = self.calls[i]
             if call.skip_if_busy and not task.done():
@@ -222,8 +222,7 @@ class _FanOut:
         for i, entry in enumerate(self.entries):
             if entry is not None and self.results[i] is PENDING and i not in as_tasks:
                 server, call = self.calls[i]
-                late = self.loop.create_task(_finish_late(server, entry.slot, call))
-                server.leave_late(late, call.on_orphan, call.skip_if_busy)
+                self._leave_slot_late(server, entry.slot, call)
         for task, i in list(self.tasks.items()):
             server, call = self.calls[i]
             if i in self.behind and not task.done():
@@ -233,6 +232,12 @@ class _FanOut:
                 task.cancel()
                 continue
             server.leave_late(task, call.on_orphan, call.skip_if_busy)
+
+    def _leave_slot_late(self, server: AsyncServer, slot: Slot, call: Call) -> None:
+        """Leave a call still out on its shared connection to ``server``, finished by
+        :func:`_finish_late` (a ``NOSCRIPT`` made again there)."""
+        late = self.loop.create_task(_finish_late(server, slot, call))
+        server.leave_late(late, call.on_orphan, call.skip_if_busy)
 
 
 async def _finish_late(server: AsyncServer, slot: Slot, call: Call) -> Any:
