@@ -101,6 +101,14 @@ class Face:
             self.sleep(0.01)
         return done()
 
+    def settle(self, client: Any) -> None:
+        """Let ``client``'s services finish the step they are in. The watchdog forgets a
+        lost hold, then calls its ``on_lost``, in one step of its loop: a caller that saw
+        the hold forgotten sees the notice after this. The asyncio face's services run on
+        this loop, only while it awaits: nothing to wait for there."""
+        if self.loop is None:
+            client._ex.loop.run(asyncio.sleep(0), 5.0)
+
     def close(self) -> None:
         """Shut every client down (and close the event loop)."""
         for client in self.clients:

@@ -158,6 +158,7 @@ class Locks(RuleBasedStateMachine):
             self.call(i, "ensure_held")
         renewals = self.owners[i][0]._ex.watchdog._renewals  # forgotten at the lease's end
         assert self.face.wait_for(lambda: (self.name, hold.field) not in renewals, 2)
+        self.face.settle(self.owners[i][0])  # a loss notice that forgot it (data loss) is in
         hold.heard(required=False)
         hold.registered = 0
 
