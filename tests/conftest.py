@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import os
 import uuid
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 
 from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer, SentinelSet
+from syncprims._protocol.kinds import KINDS, make
 from tests import processes
 from tests.harness import Face, MakeLock, raw_redis
 
@@ -188,12 +190,10 @@ def face(request: pytest.FixtureRequest) -> Face:
 
 
 LOCK_KINDS: dict[str, MakeLock] = {
-    "rlock": lambda client, name, **kw: client.get_lock(name, **kw),
-    "fair": lambda client, name, **kw: client.get_fair_lock(name, **kw),
-    "write": lambda client, name, **kw: client.get_read_write_lock(name, **kw).write_lock(),
-    "fenced": lambda client, name, **kw: client.get_fenced_lock(name, **kw),
-    "spin": lambda client, name, **kw: client.get_spin_lock(name, **kw),
+    kind.name: functools.partial(make, kind) for kind in KINDS.values() if kind.generic
 }
+"""The kinds that behave as an RLock does (the table of kinds says which), each made as a
+user makes it: ``LOCK_KINDS[name](client, name, **options)``."""
 
 
 @pytest.fixture(params=list(LOCK_KINDS))

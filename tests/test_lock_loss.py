@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 import uuid
@@ -14,6 +15,7 @@ import syncprims
 import syncprims.asyncio
 from syncprims import LockLostError, LockNotHeldError
 from syncprims._embedded import RedisServer
+from syncprims._protocol.kinds import KINDS, make
 from syncprims._protocol.timing import clock
 from tests.conftest import LOCK_KINDS
 from tests.harness import Face, MakeLock
@@ -282,13 +284,13 @@ async def test_a_hold_unlocked_while_its_renewal_is_out_stays_off_the_wheel(
 
 ALL_KINDS: dict[str, MakeLock] = {
     **LOCK_KINDS,
-    "read": lambda client, name, **kw: client.get_read_write_lock(name, **kw).read_lock(),
+    "read": functools.partial(make, KINDS["read"]),
 }
 
 
 @pytest.mark.parametrize(
     ("kind", "holds"),
-    [("rlock", 1), ("rlock", 2), *[(kind, 3) for kind in ALL_KINDS]],
+    [("lock", 1), ("lock", 2), *[(kind, 3) for kind in ALL_KINDS]],
 )
 async def test_one_loss_is_reported_once_whatever_the_hold_count(
     face: Face, url: str, name: str, kind: str, holds: int

@@ -72,7 +72,7 @@ def test_unlock_publishes_0_on_the_redisson_channel(url: str, raw: redis.Redis) 
     pubsub.close()
 
 
-def test_unlock_latch_keys_are_cleaned_up(url: str, raw: redis.Redis, name: str) -> None:
+def test_unlock_keys_are_cleaned_up(url: str, raw: redis.Redis, name: str) -> None:
     with syncprims.connect(url) as client:
         lock = client.get_lock(name)
         for _ in range(20):

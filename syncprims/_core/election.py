@@ -48,6 +48,7 @@ from syncprims._core.waiting import WaitPlan, acquire_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.election import Leader, parse_leader
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.names import check_name, election_names
 from syncprims._protocol.timing import lease_ms, wait_seconds
@@ -75,7 +76,8 @@ class ElectionLockCore(FairLockCore):
     """The election's lock: a FairLock whose lease is the election's, and whose queued
     candidates each keep their place for one lease (module docstring)."""
 
-    kind = "leader election"
+    KIND = KINDS["election"]
+    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str, lease: float) -> None:
         super().__init__(executor, name)
@@ -89,7 +91,8 @@ class ElectionCore:
     """One candidate of an election (an explicit owner of its lock, so that any thread or
     task may resign it), with its leadership's state."""
 
-    kind = "leader election"
+    KIND = KINDS["election"]
+    kind = KIND.display
 
     def __init__(
         self,

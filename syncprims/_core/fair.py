@@ -53,6 +53,7 @@ from syncprims._core.lock import (
 )
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, ScriptCall, WakePolicy
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import fair_grant_registry_name, prefix_name
 from syncprims._protocol.timing import MAX_LEASE_SECONDS
 
@@ -71,10 +72,10 @@ class FairGrant(Grant):
         super().__init__(lock, one_wake, releases, replicas)
         self._fair = lock
 
-    def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
+    def give_back_command(self, field: str, unlock_key: str, member: str) -> ScriptCall:
         # always conditional on the marker (never a plain release of the owner's hold)
         fair = self._fair
-        return fair.unlock_call(field, fair.watchdog_ms(), latch, member, grants=True)
+        return fair.unlock_call(field, fair.watchdog_ms(), unlock_key, member, grants=True)
 
     async def unregister(self, member: str, wait: float) -> int:
         field = member.split("|", 3)[3]
@@ -90,8 +91,8 @@ class FairGrant(Grant):
 class FairLockCore(LockCore):
     """The FairLock algorithms."""
 
-    kind = "fair lock"
-    info_layout = "fair"
+    KIND = KINDS["fair"]
+    kind = KIND.display
     one_wake_part = None  # scripts of its own, which grant (FairGrant) but do not herald
     grant_part = FairGrant
     timed_attempt = True  # fair_acquire.lua drops the waiters whose deadline passed by it
@@ -169,22 +170,22 @@ class FairLockCore(LockCore):
         elif wait > 0:
             await self.leave_queue(field, wait)
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
-        return self.unlock_call(field, lease, latch, "", grants=self.uses_own_keys())
+    def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
+        return self.unlock_call(field, lease, unlock_key, "", grants=self.uses_own_keys())
 
     def unlock_call(
-        self, field: str, lease: int, latch: str, give_back: str, *, grants: bool
+        self, field: str, lease: int, unlock_key: str, give_back: str, *, grants: bool
     ) -> ScriptCall:
         """``fair_unlock.lua``; with ``grants``, the one that may grant the head waiter."""
         ex = self._ex
-        keys = [self.name, self.queue, self.timeouts, self.channel, latch]
+        keys = [self.name, self.queue, self.timeouts, self.channel, unlock_key]
         args: list[Arg] = [
             UNLOCK_MESSAGE,
             lease,
             field,
             ex.wall_ms(),
             self.publish,
-            ex.bounds.unlock_latch_ttl_ms,
+            ex.bounds.unlock_key_ttl_ms,
         ]
         if grants:
             keys += [self.grants, self.grant_marker, self.handoff_prefix]

@@ -31,6 +31,7 @@ from typing import Any
 from syncprims._core.lock import LockCore
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import prefix_name
 
 __all__ = ["FencedLockCore"]
@@ -39,8 +40,8 @@ __all__ = ["FencedLockCore"]
 class FencedLockCore(LockCore):
     """The FencedLock algorithms."""
 
-    kind = "fenced lock"
-    info_layout = "fenced"
+    KIND = KINDS["fenced"]
+    kind = KIND.display
     one_wake_part = None  # scripts of its own
     grant_part = None
 

@@ -35,11 +35,11 @@ from syncprims._protocol.info import (
     parse_record,
     record_key,
 )
+from syncprims._protocol.kinds import KINDS, LAYOUTS
 from syncprims._protocol.names import lock_channel, prefix_name, rw_lease_prefix, suffix_name
 from syncprims.errors import ServerReplyError
 
 __all__ = [
-    "LOCK_KINDS",
     "NEVER_MS",
     "detect",
     "latch_info",
@@ -47,15 +47,6 @@ __all__ = [
     "semaphore_info",
 ]
 
-LOCK_KINDS = ("lock", "fair", "spin", "fenced", "rw")
-"""The layouts :func:`lock_info` reads (``spin`` is ``lock`` without a waiters' registry)."""
-KIND_NAMES = {
-    "lock": "lock",
-    "fair": "fair lock",
-    "spin": "spin lock",
-    "fenced": "fenced lock",
-    "rw": "read-write lock",
-}
 NEVER_MS = 922337203685477
 """The lease score of a permit that never expires (Redisson's constant)."""
 
@@ -165,7 +156,7 @@ async def _scored(core: ObjectCore, key: str, now_ms: float) -> tuple[LockWaiter
 
 
 async def lock_info(core: ObjectCore, layout: str) -> LockInfo:
-    """Read the lock ``core`` names, in ``layout`` (one of :data:`LOCK_KINDS`).
+    """Read the lock ``core`` names, in ``layout`` (a kind's, :mod:`syncprims._protocol.kinds`).
 
     Args:
         core: any core object of the lock's name (its executor and name are used).
@@ -215,7 +206,7 @@ async def lock_info(core: ObjectCore, layout: str) -> LockInfo:
     subscribers, counts = await _subscribers(core, channels if layout != "spin" else [])
     return LockInfo(
         name=name,
-        kind=KIND_NAMES[layout],
+        kind=LAYOUTS[layout].display,
         held=bool(holders),
         ttl=ttl,
         holders=tuple(_holder(h, processes) for h in holders),
@@ -293,7 +284,7 @@ async def semaphore_info(core: ObjectCore, expirable: bool) -> SemaphoreInfo:
     subscribers, counts = await _subscribers(core, [prefix_name("redisson_sc", name)])
     return SemaphoreInfo(
         name=name,
-        kind="permit-expirable semaphore" if expirable else "semaphore",
+        kind=KINDS["pes" if expirable else "semaphore"].display,
         permits=permits,
         leases=leases,
         ttl=await _ttl(core, name),

@@ -16,6 +16,7 @@ from syncprims._core.waiting import WaitPlan, acquire_loop, waiters
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.info import LatchInfo
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.statistics import LatchStatistics
 from syncprims._protocol.timing import wait_seconds
 from syncprims._protocol.values import check_count
@@ -36,7 +37,8 @@ def latch_policy(waiters: Wakeable, message: bytes) -> None:
 class CountDownLatchCore(ObjectCore):
     """A distributed count-down latch."""
 
-    kind = "count-down latch"
+    KIND = KINDS["latch"]
+    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)

@@ -50,8 +50,9 @@ from syncprims._core.retry import releasing
 from syncprims._core.waiting import WaitPlan, acquire_loop
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
 from syncprims._protocol.ids import new_request_id
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.loss import LossReason
-from syncprims._protocol.names import unlock_latch_key
+from syncprims._protocol.names import unlock_key_name
 from syncprims._protocol.quorum import majority, released_enough, settled
 from syncprims._protocol.scripts import REENTRY_ERR
 from syncprims._protocol.statistics import LockStatistics
@@ -97,11 +98,11 @@ def _acquire_call(sub: LockCore, field: str, lease: int) -> Call:
 
 
 def _release_call(sub: LockCore, field: str, request_id: str) -> tuple[Call, str]:
-    """An unlock of one hold of ``field`` on ``sub`` as a fan-out call, and its latch key
+    """An unlock of one hold of ``field`` on ``sub`` as a fan-out call, and its unlock key
     (``request_id``: unique to this call)."""
-    latch = unlock_latch_key(sub.name, request_id)
-    command = sub.single_unlock_command(field, sub.holds.lease(field), latch)
-    return sub.releases.call(field, command, latch), latch
+    unlock_key = unlock_key_name(sub.name, request_id)
+    command = sub.single_unlock_command(field, sub.holds.lease(field), unlock_key)
+    return sub.releases.call(field, command, unlock_key), unlock_key
 
 
 def _released(sub: LockCore, owner: int) -> str:
@@ -132,7 +133,8 @@ class _Watch:
 class MultiLockCore:
     """Every sub-lock, or nothing."""
 
-    kind = "multi-lock"
+    KIND = KINDS["multi"]
+    kind = KIND.display
 
     def __init__(self, locks: Sequence[LockCore]) -> None:
         if not locks:
@@ -258,7 +260,7 @@ class MultiLockCore:
         if not holds:
             return []
         own_keys = [_own_keys(sub) for sub, _ in holds]
-        # One random id per release, made unique per call by its index: a latch key is
+        # One random id per release, made unique per call by its index: a unlock key is
         # per call (two holds of one sub-lock in a set must not share one), and one
         # secrets.token_hex per sub-lock was a system call each (docs/design.md).
         request_id = new_request_id()
@@ -288,7 +290,7 @@ class MultiLockCore:
                 calls[i] = _release_call(sub, field, new_request_id())
                 replies[i], unknown = await sub.releases.retry(calls[i][0])
             elif (pending or isinstance(reply, TransportError)) and retry and not enough:
-                # Retry alone (idempotent by its latch key, kept while a copy may still run):
+                # Retry alone (idempotent by its unlock key, kept while a copy may still run):
                 # unreachable, or still to come when the fan-out stopped waiting. Once enough
                 # sub-locks are released, the rest are left to expire: a dead master costs
                 # nothing.
@@ -629,7 +631,8 @@ class _FanOut:
 class RedLockCore(MultiLockCore):
     """A majority of the sub-locks, on independent masters."""
 
-    kind = "RedLock"
+    KIND = KINDS["redlock"]
+    kind = KIND.display
 
     @staticmethod
     def needed(count: int) -> int:

@@ -30,6 +30,7 @@ from syncprims._core.fair import FairLockCore
 from syncprims._core.lock import LockCore
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, ScriptCall
+from syncprims._protocol.kinds import KINDS
 from syncprims.errors import LockReentryError, ServerReplyError
 
 __all__ = ["NonReentrantFairLockCore", "NonReentrantLockCore"]
@@ -83,10 +84,12 @@ class _NonReentrant(LockCore):
 class NonReentrantLockCore(_NonReentrant, LockCore):
     """A non-reentrant, non-fair lock (Redisson ``RedissonNonReentrantLock``)."""
 
-    kind = "non-reentrant lock"
+    KIND = KINDS["nonreentrant"]
+    kind = KIND.display
 
 
 class NonReentrantFairLockCore(_NonReentrant, FairLockCore):
     """A non-reentrant FIFO lock (Redisson ``RedissonNonReentrantFairLock``)."""
 
-    kind = "non-reentrant fair lock"
+    KIND = KINDS["nonreentrant-fair"]
+    kind = KIND.display

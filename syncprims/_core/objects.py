@@ -16,6 +16,7 @@ from syncprims._core.retry import with_retry
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ObjectCallback, Orphan, ScriptCall
 from syncprims._protocol.keyspace import NEEDED_FLAGS, config_value, missing_flags
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import check_cluster_name, check_name
 from syncprims._protocol.timing import lease_ms
 from syncprims.errors import RedisTimeoutError, ServerReplyError
@@ -26,7 +27,8 @@ __all__ = ["ExpirableCore", "ObjectCore"]
 class ObjectCore:
     """Core of every named object."""
 
-    kind = "object"
+    KIND = KINDS["object"]
+    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str) -> None:
         self._ex = executor

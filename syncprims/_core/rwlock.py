@@ -42,6 +42,7 @@ from syncprims._core.objects import ExpirableCore
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, RenewalKind, ScriptCall
 from syncprims._protocol.info import LockInfo
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import key_prefix, prefix_name, rw_lease_prefix, rw_writers_name
 
 __all__ = ["ReadLockCore", "ReadWriteLockCore", "WriteLockCore"]
@@ -70,7 +71,6 @@ class _SideCore(LockCore):
 
     one_wake_part = None  # scripts of its own
     grant_part = None
-    info_layout = "rw"
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
@@ -88,7 +88,8 @@ class _SideCore(LockCore):
 class ReadLockCore(_SideCore):
     """The read side."""
 
-    kind = "read lock"
+    KIND = KINDS["read"]
+    kind = KIND.display
     renewal = READ_RENEWAL
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
@@ -104,7 +105,7 @@ class ReadLockCore(_SideCore):
             [lease, field, f"{field}:write"],
         )
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         ex = self._ex
         return ScriptCall(
             scripts.RW_READ_UNLOCK,
@@ -113,9 +114,9 @@ class ReadLockCore(_SideCore):
                 self.channel,
                 rw_lease_prefix(self.name, field),
                 key_prefix(self.name),
-                latch,
+                unlock_key,
             ],
-            [READ_UNLOCK_MESSAGE, field, self.publish, ex.bounds.unlock_latch_ttl_ms],
+            [READ_UNLOCK_MESSAGE, field, self.publish, ex.bounds.unlock_key_ttl_ms],
         )
 
     def force_unlock_command(self) -> ScriptCall:
@@ -138,7 +139,8 @@ class ReadLockCore(_SideCore):
 class WriteLockCore(_SideCore):
     """The write side."""
 
-    kind = "write lock"
+    KIND = KINDS["write"]
+    kind = KIND.display
 
     def field(self, owner: int) -> str:
         return f"{super().field(owner)}:write"
@@ -169,17 +171,17 @@ class WriteLockCore(_SideCore):
 
         return leave
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         ex = self._ex
         return ScriptCall(
             scripts.RW_WRITE_UNLOCK,
-            [self.name, self.channel, latch],
+            [self.name, self.channel, unlock_key],
             [
                 WRITE_UNLOCK_MESSAGE,
                 lease,
                 field,
                 self.publish,
-                ex.bounds.unlock_latch_ttl_ms,
+                ex.bounds.unlock_key_ttl_ms,
             ],
         )
 
@@ -198,7 +200,8 @@ class WriteLockCore(_SideCore):
 class ReadWriteLockCore(ExpirableCore):
     """The factory of both sides; an expirable object on the shared hash."""
 
-    kind = "read-write lock"
+    KIND = KINDS["rw"]
+    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)

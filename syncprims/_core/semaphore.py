@@ -42,7 +42,8 @@ from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall, Wakeable
 from syncprims._protocol.ids import new_request_id
 from syncprims._protocol.info import SemaphoreInfo
-from syncprims._protocol.names import prefix_name, suffix_name, unlock_latch_key
+from syncprims._protocol.kinds import KINDS
+from syncprims._protocol.names import prefix_name, suffix_name, unlock_key_name
 from syncprims._protocol.statistics import SemaphoreStatistics
 from syncprims._protocol.timing import lease_ms, threading_wait, wait_seconds
 from syncprims._protocol.values import MAX_COUNT, check_count, parse_permit_id
@@ -116,7 +117,8 @@ def _parse_permit_ids(permit_ids: object) -> list[bytes]:
 class SemaphoreCore(ExpirableCore):
     """A counting semaphore."""
 
-    kind = "semaphore"
+    KIND = KINDS["semaphore"]
+    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
@@ -246,7 +248,8 @@ class SemaphoreCore(ExpirableCore):
 class PermitExpirableSemaphoreCore(ExpirableCore):
     """A semaphore whose permits are leased and identified."""
 
-    kind = "permit-expirable semaphore"
+    KIND = KINDS["pes"]
+    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str, *, server_time: bool = False) -> None:
         super().__init__(executor, name)
@@ -416,35 +419,35 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         return ids
 
     async def _release_many(self, permits: list[bytes]) -> int:
-        latch, ttl = self._latch()
+        unlock_key, ttl = self._unlock_key()
         call = ScriptCall(
             scripts.PES_RELEASE_MANY,
-            [self.name, self.channel, self.timeouts, latch],
+            [self.name, self.channel, self.timeouts, unlock_key],
             [len(permits), self._now(), self.publish, ttl, *permits],
         )
-        return int(await self._released(call, latch, "releasing permits of"))
+        return int(await self._released(call, unlock_key, "releasing permits of"))
 
     async def _release(self, permit: bytes) -> Any:
-        latch, ttl = self._latch()
+        unlock_key, ttl = self._unlock_key()
         call = ScriptCall(
             scripts.PES_RELEASE,
-            [self.name, self.timeouts, self.channel, latch],
+            [self.name, self.timeouts, self.channel, unlock_key],
             [permit, self._now(), self.publish, ttl],
         )
-        return await self._released(call, latch, "releasing a permit of")
+        return await self._released(call, unlock_key, "releasing a permit of")
 
-    def _latch(self) -> tuple[str, int]:
-        """A release's latch key and its TTL (ms): a retry of the release, after a lost
+    def _unlock_key(self) -> tuple[str, int]:
+        """A release's unlock key and its TTL (ms): a retry of the release, after a lost
         reply, answers as the first copy did instead of saying the permit was not held."""
-        return unlock_latch_key(self.name, new_request_id()), self._ex.bounds.unlock_latch_ttl_ms
+        return unlock_key_name(self.name, new_request_id()), self._ex.bounds.unlock_key_ttl_ms
 
-    async def _released(self, call: ScriptCall, latch: str, action: str) -> Any:
-        """Run a release ``call`` (retried, idempotent by its ``latch``); the latch goes
+    async def _released(self, call: ScriptCall, unlock_key: str, action: str) -> Any:
+        """Run a release ``call`` (retried, idempotent by its ``unlock_key``); the unlock key goes
         once answered (a copy run again later finds its permits gone and changes nothing)."""
         try:
             return await releasing(self._ex, self.run_script(call, action=action))
         finally:
-            self._ex.janitor.discard(latch)
+            self._ex.janitor.discard(unlock_key)
 
     async def try_release(self, permit_id: object) -> bool:
         """Give a permit back (a ``str`` id), or several at once (a list of ids: all or

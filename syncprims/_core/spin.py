@@ -10,7 +10,7 @@ the first pause is ``initial_delay`` (1 ms), each next one is the previous times
 ``multiplier`` (2) plus a jitter of up to ``attempts - 1`` ms (uniform, whole ms), capped at
 ``max_delay`` (128 ms), which then repeats. Every pause is cut to the wait time left.
 
-Decisions: as for an RLock (watchdog, unlock latch, abandoned attempts undone); ``try_lock``
+Decisions: as for an RLock (watchdog, unlock unlock_key, abandoned attempts undone); ``try_lock``
 with a wait makes a last attempt when the wait runs out (Redisson checks the clock first).
 """
 
@@ -25,6 +25,7 @@ from syncprims._core.lock import LockCore
 from syncprims._core.waiting import Attempt, poll_loop
 from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Executor, ScriptCall
+from syncprims._protocol.kinds import KINDS
 
 __all__ = ["BackOff", "SpinLockCore"]
 
@@ -63,8 +64,8 @@ class BackOff:
 class SpinLockCore(LockCore):
     """The SpinLock algorithms: RLock's, with polling waits and no messages."""
 
-    kind = "spin lock"
-    info_layout = "spin"
+    KIND = KINDS["spin"]
+    kind = KIND.display
     one_wake_part = None  # no messages: nothing to register for
     grant_part = None
 
@@ -85,11 +86,11 @@ class SpinLockCore(LockCore):
             self._ex, attempt, wait=wait, delays=self.backoff.delays(), route=self.name
         )
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         return ScriptCall(
             scripts.SPIN_UNLOCK,
-            [self.name, latch],
-            [lease, field, self._ex.bounds.unlock_latch_ttl_ms],
+            [self.name, unlock_key],
+            [lease, field, self._ex.bounds.unlock_key_ttl_ms],
         )
 
     def force_unlock_command(self) -> ScriptCall:

@@ -19,7 +19,7 @@ __all__ = [
     "prefix_name",
     "rw_lease_prefix",
     "suffix_name",
-    "unlock_latch_key",
+    "unlock_key_name",
 ]
 
 
@@ -104,7 +104,7 @@ def lock_channel(name: str) -> str:
     return prefix_name("redisson_lock__channel", name)
 
 
-def unlock_latch_key(name: str, request_id: str) -> str:
+def unlock_key_name(name: str, request_id: str) -> str:
     """The unlock idempotency key of one unlock call (Redisson 3.24+).
 
     ``redisson_unlock_latch:{name}:<request id>``; it holds the result of the first

@@ -200,8 +200,8 @@ class Bounds:
         retry_delay_cap: the longest pause between two attempts, seconds.
         operation_timeout: the longest one operation can take, seconds, retries included
             (worked out from the others; see ``_operation_timeout``).
-        unlock_latch_ttl_ms: how long an unlock's idempotency key lives, milliseconds
-            (worked out from the others; see ``_unlock_latch_ttl_ms``).
+        unlock_key_ttl_ms: how long an unlock's idempotency key lives, milliseconds
+            (worked out from the others; see ``_unlock_key_ttl_ms``).
     """
 
     timeout: float
@@ -211,7 +211,7 @@ class Bounds:
 
     # Worked out once (an unlock reads the latch lifetime on every call).
     operation_timeout: float = attrs.field(init=False)
-    unlock_latch_ttl_ms: int = attrs.field(init=False)
+    unlock_key_ttl_ms: int = attrs.field(init=False)
 
     @operation_timeout.default
     def _operation_timeout(self) -> float:
@@ -224,8 +224,8 @@ class Bounds:
         per_attempt = self.connect_timeout + self.timeout + self.retry_delay_cap
         return per_attempt * (self.retry_attempts + 1)
 
-    @unlock_latch_ttl_ms.default
-    def _unlock_latch_ttl_ms(self) -> int:
+    @unlock_key_ttl_ms.default
+    def _unlock_key_ttl_ms(self) -> int:
         """How long an unlock's idempotency key lives, milliseconds: longer than every retry
         of one unlock call can take (Redisson: ``(timeout + retryDelay) * retryAttempts``),
         and at least :data:`LATE_COPY`, so that a copy of a retried unlock that TCP delivers

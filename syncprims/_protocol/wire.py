@@ -5,7 +5,7 @@ wake-up per release's scripts). Encoding them afresh each time (a tuple of the c
 hiredis' ``pack_command``, about 1 us per call) was 9 % of the pair's instructions
 (docs/design.md, "Instructions per pair"). The acquire of one owner with one lease is the
 same command every time: it is encoded once (:func:`wired`). The unlock differs only in its
-latch key, unique per call: the bytes before and after it are encoded once, and the key is
+unlock key, unique per call: the bytes before and after it are encoded once, and the key is
 put between them (:class:`Splice`).
 
 The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as

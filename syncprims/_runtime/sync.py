@@ -131,10 +131,10 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         self._pop_mutex = threading.Lock()
         self._popping = 0  # waits popping their grant now (claim_pop)
         self._routed: dict[int, tuple[Sequence[Call], list[Routed]]] = {}  # eval_many's
-        self.loop = ServiceLoop(self.name)
+        self.services = ServiceLoop(self.name)
         runner = _OffLoop(self.transport)
         self.watchdog = Watchdog(
-            self.loop,
+            self.services,
             runner,
             lease=self.config.lock_watchdog_timeout,
             batch_size=self.config.watchdog_batch_size,
@@ -143,10 +143,10 @@ class SyncExecutor(ExecutorBase[SyncServer]):
             node_of=self.node_of,
             sync=self.renewal_sync,
         )
-        self.janitor = Janitor(self.loop, runner, slot_of=self.slot_of)
-        self.listeners = ObjectListeners(self.loop, database=self.database)
+        self.janitor = Janitor(self.services, runner, slot_of=self.slot_of)
+        self.listeners = ObjectListeners(self.services, database=self.database)
         self.record = ClientRecord(
-            self.loop,
+            self.services,
             runner,
             lambda: self.client_id,
             client_name(source),
@@ -321,7 +321,7 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         async def off_loop() -> None:
             await asyncio.get_running_loop().run_in_executor(None, run, blocking())
 
-        self.loop.call_soon(lambda: self.loop.spawn(off_loop()))
+        self.services.call_soon(lambda: self.services.spawn(off_loop()))
 
     async def _close_services(self) -> None:
         """On the services loop: stop renewing."""
@@ -344,12 +344,12 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         pubsub = self.pubsub
         for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
             subscriber.close()
-        if self.loop.started and not self.loop.in_loop_thread():
+        if self.services.started and not self.services.in_loop_thread():
             try:
-                self.loop.run(self._close_services(), self.bounds.timeout + 2)
+                self.services.run(self._close_services(), self.bounds.timeout + 2)
             except Exception as error:
                 log.warning("shutdown of the services did not finish cleanly: %r", error)
-        self.loop.close()
+        self.services.close()
         # The latch keys and the record, on this thread: also when the services never ran
         # (a client that only connected has a record), and with what a release of another
         # thread discarded meanwhile.
@@ -379,7 +379,7 @@ class SyncExecutor(ExecutorBase[SyncServer]):
 
     def after_fork(self) -> None:
         super().after_fork()
-        self.loop.forget()
+        self.services.forget()
         self.pubsub.forget()
         self.watchdog.forget()
         self.janitor.forget()

@@ -3,7 +3,7 @@ subscriptions shared per channel and counted by reference.
 
 Follows Redisson's ``PublishSubscribe`` / ``LockPubSub`` (redisson-spec.md 1.6): local
 waiters of one channel share one subscription; each subscription has a
-:class:`~syncprims._services.latch.Latch` that messages release according to the channel's
+:class:`~syncprims._services.parking.Latch` that messages release according to the channel's
 wake-up rule (each primitive's rule lives beside its algorithm, in ``syncprims._core``).
 
 The bookkeeping is written once (:class:`SubscriptionTable`: references, confirmations,
@@ -58,7 +58,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from syncprims._protocol.contracts import WakePolicy
-from syncprims._services.latch import Latch, Signal
+from syncprims._services.parking import Latch, Signal
 from syncprims._transport.aio.replies import read_in_callback
 from syncprims._transport.compat import ERRORS, aread, own_connection, read_message, readable
 from syncprims._transport.errors import error_code

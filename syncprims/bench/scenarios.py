@@ -535,7 +535,7 @@ def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
     for name in names:
         client.get_lock(name).lock()
     watchdog = client._ex.watchdog
-    services = client._ex.loop._thread
+    services = client._ex.services._thread
     renewed0, trips0 = watchdog.renewed, watchdog.round_trips
     cpu0, thread_cpu0, wall0 = time.process_time(), _thread_cpu(services), time.monotonic()
     time.sleep(settings.watchdog_seconds)

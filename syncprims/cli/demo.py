@@ -32,35 +32,16 @@ import attrs
 
 import syncprims
 from syncprims._embedded import EmbeddedServer, exit_with_parent
+from syncprims._protocol.kinds import KINDS, make
 from syncprims._transport.sources import client_from_url
 from syncprims.bench.history import Hold, analyse, fifo_fraction, percentile, reader_concurrency
 from syncprims.cli._common import CommandError, checked_redis, default_url, redact
 
 __all__ = ["DemoResult", "report", "run_demo"]
 
-PRIMITIVES = (
-    "lock",
-    "fair",
-    "spin",
-    "nonreentrant",
-    "nonreentrant-fair",
-    "rw",
-    "redlock",
-    "semaphore",
-    "election",
-)
-PRIMITIVE_HELP = {
-    "lock": "RLock, one holder at a time",
-    "fair": "FairLock, one holder at a time in request order",
-    "spin": "SpinLock, one holder at a time, waiters poll (no pub/sub)",
-    "nonreentrant": "NonReentrantLock, one holder at a time, a second acquire is refused",
-    "nonreentrant-fair": "NonReentrantFairLock, in request order, not reentrant",
-    "rw": "ReadWriteLock, many readers or one writer, see --read-ratio",
-    "redlock": "RedLock over independent masters, see --masters",
-    "semaphore": "Semaphore, at most --permits holders at once",
-    "election": "LeaderElection, one leader at a time: each thread a candidate, each turn "
-    "a leadership (campaign, then resign)",
-}
+PRIMITIVE_HELP = {kind.name: kind.demo for kind in KINDS.values() if kind.demo}
+"""What ``--primitive`` takes, each with its description (the table of kinds)."""
+PRIMITIVES = tuple(PRIMITIVE_HELP)
 STOP_GRACE = 15.0
 """Seconds the workers get to finish their critical sections after Ctrl-C."""
 READ_HOLD = 0.001
@@ -204,18 +185,10 @@ def _worker(job: _Job, shared: _Shared) -> None:
         elif job.primitive == "rw":
             rw = client.get_read_write_lock(lock_name)
             sides = {"r": rw.read_lock(), "w": rw.write_lock()}
-        elif job.primitive == "fair":
-            sides = {"x": client.get_fair_lock(lock_name)}
-        elif job.primitive == "spin":
-            sides = {"x": client.get_spin_lock(lock_name)}
-        elif job.primitive == "nonreentrant":
-            sides = {"x": client.get_non_reentrant_lock(lock_name)}
-        elif job.primitive == "nonreentrant-fair":
-            sides = {"x": client.get_non_reentrant_fair_lock(lock_name)}
         elif job.primitive == "election":
             sides = {"x": _LeadershipAsLock(client.get_leader_election(lock_name))}
-        else:
-            sides = {"x": client.get_lock(lock_name)}
+        else:  # a lock kind: made by its row of the table
+            sides = {"x": make(KINDS[job.primitive], client, lock_name)}
         local: list[Hold] = []
         try:
             end = time.monotonic() + seconds

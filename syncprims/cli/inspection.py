@@ -28,23 +28,19 @@ import syncprims
 from syncprims._core.info import detect
 from syncprims._core.objects import ObjectCore
 from syncprims._protocol.info import ClientProcess, LockHolder, LockWaiter, PermitLease
+from syncprims._protocol.kinds import KINDS as TABLE
+from syncprims._protocol.kinds import make
 from syncprims._protocol.stepping import run
 from syncprims.cli._common import CommandError, checked_redis, default_url, redact
 
 __all__ = ["KINDS", "Snapshot", "force_unlock", "main", "read", "snapshot"]
 
-KINDS = {
-    "lock": "lock (RLock)",
-    "fair": "fair lock",
-    "rw": "read-write lock",
-    "fenced": "fenced lock",
-    "semaphore": "semaphore",
-    "pes": "permit-expirable semaphore",
-    "latch": "count-down latch",
-}
-"""What ``--kind`` accepts, and how each kind is named in the output."""
+KINDS = {kind.name: kind.title for kind in TABLE.values() if kind.inspect}
+"""What ``--kind`` accepts, and how each kind is named in the output (from the table of
+kinds, :mod:`syncprims._protocol.kinds`)."""
 
-LOCK_KINDS = ("lock", "fair", "rw", "fenced")
+LOCK_KINDS = tuple(name for name in KINDS if TABLE[name].layout)
+"""The lock kinds among them: ``unlock`` takes these."""
 
 
 @attrs.frozen
@@ -104,13 +100,7 @@ def read(client: syncprims.Client, name: str, kind: str | None = None) -> Snapsh
     kind = kind or detected
     base = Snapshot(name=name, kind=kind, redis_type=redis_type)
     if kind in LOCK_KINDS:
-        objects: dict[str, Callable[[], syncprims.RLock | syncprims.ReadWriteLock]] = {
-            "lock": lambda: client.get_lock(name),
-            "fair": lambda: client.get_fair_lock(name),
-            "fenced": lambda: client.get_fenced_lock(name),
-            "rw": lambda: client.get_read_write_lock(name),
-        }
-        lock = objects[kind]().info()
+        lock = make(TABLE[kind], client, name).info()
         return attrs.evolve(
             base,
             ttl=lock.ttl,

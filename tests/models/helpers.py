@@ -107,7 +107,7 @@ class Face:
         the hold forgotten sees the notice after this. The asyncio face's services run on
         this loop, only while it awaits: nothing to wait for there."""
         if self.loop is None:
-            client._ex.loop.run(asyncio.sleep(0), 5.0)
+            client._ex.services.run(asyncio.sleep(0), 5.0)
 
     def close(self) -> None:
         """Shut every client down (and close the event loop)."""

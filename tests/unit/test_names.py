@@ -11,7 +11,7 @@ from syncprims._protocol.names import (
     lock_channel,
     prefix_name,
     suffix_name,
-    unlock_latch_key,
+    unlock_key_name,
 )
 
 
@@ -33,9 +33,9 @@ def test_lock_channel_has_the_double_underscore() -> None:
     assert lock_channel("{t}:x") == "redisson_lock__channel:{t}:x"
 
 
-def test_unlock_latch_key() -> None:
+def test_unlock_key_name() -> None:
     rid = "0123456789abcdef0123456789abcdef"
-    assert unlock_latch_key("foo", rid) == f"redisson_unlock_latch:{{foo}}:{rid}"
+    assert unlock_key_name("foo", rid) == f"redisson_unlock_latch:{{foo}}:{rid}"
 
 
 @pytest.mark.parametrize(("bad", "error"), [("", ValueError), (None, TypeError), (b"x", TypeError)])

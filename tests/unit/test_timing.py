@@ -65,9 +65,9 @@ def test_bounds_cover_every_retry() -> None:
     bounds = Bounds(timeout=3, connect_timeout=1, retry_attempts=3, retry_delay_cap=1.0)
     assert bounds.operation_timeout == (1 + 3 + 1) * 4
     # the latch outlives a late copy of the unlock (LATE_COPY), and every retry of it
-    assert bounds.unlock_latch_ttl_ms == round(LATE_COPY * 1000)
+    assert bounds.unlock_key_ttl_ms == round(LATE_COPY * 1000)
     slow = Bounds(timeout=300, connect_timeout=10, retry_attempts=3, retry_delay_cap=1.0)
-    assert slow.unlock_latch_ttl_ms == (10 + 300 + 1) * 4 * 1000
+    assert slow.unlock_key_ttl_ms == (10 + 300 + 1) * 4 * 1000
 
 
 @pytest.mark.parametrize(

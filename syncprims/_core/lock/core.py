@@ -14,13 +14,13 @@ Decisions (see also ``docs/locks.md``):
   other: redisson-spec.md 13 item 9).
 * Acquire scripts are never re-sent after they may have run (a lost reply must not count a
   hold twice). Unlock carries a request id and is retried; a retry returns the first run's
-  result (Redisson 3.24+ unlock latch).
+  result (Redisson 3.24+ unlock unlock_key).
 * An acquire abandoned by a cancelled or timed-out asyncio caller whose reply says
   "acquired" is released in the background.
 * The watchdog registration is made before the acquire returns and dropped at the start of
   unlock, whatever the unlock's outcome.
 * A release whose outcome is unknown (a copy was sent and no reply read) may still run
-  later; its latch is kept and the owner's next fresh hold takes a new field
+  later; its unlock key is kept and the owner's next fresh hold takes a new field
   (``<client uuid>:<owner id>.<n>``) that the late copy does not name (``release.py``; found
   by the chaos campaign).
 
@@ -56,6 +56,7 @@ from syncprims._protocol import scripts
 from syncprims._protocol.contracts import Arg, Executor, RenewalKind, ScriptCall
 from syncprims._protocol.ids import owner_field
 from syncprims._protocol.info import LockInfo
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import (
     lock_channel,
     lock_grant_channel_prefix,
@@ -91,8 +92,8 @@ LOCK_RENEWAL = RenewalKind("lock", scripts.LOCK_RENEW, _lock_renew_command)
 class LockCore(ExpirableCore):
     """The RLock algorithms, for any owner id chosen by a face."""
 
-    kind = "lock"
-    info_layout = "lock"  # how info() reads it (syncprims._core.info.LOCK_KINDS)
+    KIND = KINDS["lock"]
+    kind = KIND.display
     renewal: RenewalKind = LOCK_RENEWAL
     # Whether a single attempt's call (single_acquire_command) carries the time, so that
     # it is made afresh for each attempt (a FairLock's purges its queue by it); a MultiLock
@@ -110,7 +111,7 @@ class LockCore(ExpirableCore):
         super().__init__(executor, name)
         self.client_state = client_locks(executor)
         self.channel = lock_channel(self.name)
-        self.waiters = lock_waiters_name(self.name)
+        self.waiters_key = lock_waiters_name(self.name)
         self.herald = lock_herald_channel(self.name)
         self.reservation = lock_reservation_name(self.name)
         self.grant_marker = lock_grant_marker_name(self.name)
@@ -143,7 +144,7 @@ class LockCore(ExpirableCore):
         :meth:`~syncprims._core.lock.clientstate.ClientLocks.refuses_own_keys`). ``tried``:
         whether the failed call used them (default: whether it would now)."""
         used = self.uses_own_keys() if tried is None else tried
-        return self.client_state.refuses_own_keys(error, tried=used, where=self.waiters)
+        return self.client_state.refuses_own_keys(error, tried=used, where=self.waiters_key)
 
     # -- owners -------------------------------------------------------------------------------
 
@@ -214,20 +215,20 @@ class LockCore(ExpirableCore):
         if self.reply_ttl(late_reply) is None:  # the abandoned attempt did acquire: undo it
             await self.releases.unlock_field(field, self.holds.lease(field))
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         """The unlock script call; its reply: nil (not held), 0 (still held), 1 (released)."""
         one_wake = self.one_wake
         if one_wake is None or self.client_state.own_keys_refused:
-            return self.plain_unlock_command(field, lease, latch)
-        return one_wake.unlock_command(field, lease, latch, "")
+            return self.plain_unlock_command(field, lease, unlock_key)
+        return one_wake.unlock_command(field, lease, unlock_key, "")
 
-    def plain_unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def plain_unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         """Redisson's unlock script (``lock_unlock.lua``): the ``0`` on the lock channel."""
-        publish, ttl = self.publish, self._ex.bounds.unlock_latch_ttl_ms
+        publish, ttl = self.publish, self._ex.bounds.unlock_key_ttl_ms
         args: list[Arg] = [UNLOCK_MESSAGE, lease, field, publish, ttl]
         key = ("unlock", self.name, self.channel, field, lease, publish, ttl)  # kept.py
         return self.kept.spliced(
-            key, scripts.LOCK_UNLOCK, [self.name, self.channel, latch], args, 2
+            key, scripts.LOCK_UNLOCK, [self.name, self.channel, unlock_key], args, 2
         )
 
     def force_unlock_command(self) -> ScriptCall:
@@ -479,12 +480,12 @@ class LockCore(ExpirableCore):
             return ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
         return self.acquire_command(field, lease, 0.0)
 
-    def single_unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def single_unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         """The release of a :meth:`single_acquire_command`'s hold (Redisson's plain script
         for an RLock)."""
         if self.one_wake is not None:
-            return self.plain_unlock_command(field, lease, latch)
-        return self.unlock_command(field, lease, latch)
+            return self.plain_unlock_command(field, lease, unlock_key)
+        return self.unlock_command(field, lease, unlock_key)
 
     # -- release ------------------------------------------------------------------------------
 
@@ -594,7 +595,7 @@ class LockCore(ExpirableCore):
     async def info(self) -> LockInfo:
         """What the lock keeps in Redis: holders, TTL, waiters, subscribers
         (``syncprims._core.info``)."""
-        return await lock_info(self, self.info_layout)
+        return await lock_info(self, self.KIND.layout)
 
 
 class AttemptUndo:

@@ -27,7 +27,7 @@ from syncprims._protocol.contracts import WAKE_TOKEN, ScriptCall, Subscription, 
 from syncprims._protocol.grantwait import GRANTED as GRANTED_STATE
 from syncprims._protocol.grantwait import GrantWait
 from syncprims._protocol.ids import new_request_id
-from syncprims._protocol.names import unlock_latch_key
+from syncprims._protocol.names import unlock_key_name
 from syncprims.errors import ServerReplyError, SyncPrimsError, TransportError
 
 __all__ = ["GRANTED", "GRANT_MIN_LEASE_MS", "Grant", "GrantWait", "grant_policy"]
@@ -104,10 +104,10 @@ class Grant:
 
     # -- hooks a lock kind's grant overrides (the RLock's here; the FairLock's FairGrant) --
 
-    def give_back_command(self, field: str, latch: str, member: str) -> ScriptCall:
+    def give_back_command(self, field: str, unlock_key: str, member: str) -> ScriptCall:
         """The release of ``field``'s hold, only while the grant marker names ``member``."""
         assert self._one_wake is not None  # the RLock grants only with its own scripts
-        return self._one_wake.unlock_command(field, self._lock.watchdog_ms(), latch, member)
+        return self._one_wake.unlock_command(field, self._lock.watchdog_ms(), unlock_key, member)
 
     async def unregister(self, member: str, wait: float) -> int:
         """Remove a grant wait's registration ``member`` (when it gives up); 1 when it was
@@ -120,7 +120,7 @@ class Grant:
         return int(
             await self._ex.command(
                 "ZREM",
-                lock.waiters,
+                lock.waiters_key,
                 member,
                 context=lock.context("giving up the wait for"),
                 route=lock.name,
@@ -314,10 +314,10 @@ class Grant:
         lock = self._lock
         field = member.split("|", 3)[3]
         ex = self._ex
-        latch = unlock_latch_key(lock.name, new_request_id())
+        unlock_key = unlock_key_name(lock.name, new_request_id())
         release = Release(ex, lock.context("giving back a grant of"))
         try:
-            reply = await release.run(self.give_back_command(field, latch, member))
+            reply = await release.run(self.give_back_command(field, unlock_key, member))
         except SyncPrimsError as error:
             log.warning(
                 "%s: giving back a grant nobody took failed (%r); its lease bounds it",
@@ -327,7 +327,7 @@ class Grant:
             return
         finally:
             if not release.unknown:
-                ex.janitor.discard(latch)
+                ex.janitor.discard(unlock_key)
         log.debug("%s: gave back a grant nobody took (%r): %s", lock.name, member, reply)
 
 

@@ -1,5 +1,5 @@
 """A client's lock calls encoded once (:mod:`syncprims._protocol.wire`): an owner's acquire,
-the same command each time, and an unlock but for its latch key.
+the same command each time, and an unlock but for its unlock key.
 
 Kept per client (``ClientLocks.kept``), keyed by the lock's name and everything else a call
 is made from, so that lock objects made per use (``client.get_lock(name)`` in a request
@@ -53,7 +53,7 @@ class KeptCalls:
         self, key: Key, script: Script, keys: Sequence[str], args: Sequence[Arg], at: int
     ) -> ScriptCall:
         """The call of ``script``, ``keys`` and ``args``, which differs from the others of
-        ``key`` only in its key at ``at`` (a latch key): encoded around it when kept."""
+        ``key`` only in its key at ``at`` (a unlock key): encoded around it when kept."""
         spliced = self._spliced
         splice = spliced.get(key)
         if splice is not None:

@@ -1,9 +1,9 @@
 """A lock's release, and the late-release safety around it (``syncprims._core.lock``'s
 module docstring; found by the chaos campaign, ``tests/faults/test_late_release.py``).
 
-An unlock carries a request id (its latch key) and is retried: a retry returns the first
+An unlock carries a request id (its unlock key) and is retried: a retry returns the first
 run's result (Redisson 3.24+). A release whose outcome is unknown (a copy was sent and no
-reply read) may still run later, so its latch is kept for its whole TTL and, when it may
+reply read) may still run later, so its unlock key is kept for its whole TTL and, when it may
 have ended the owner's last hold, the owner's next fresh hold takes a new field
 (``<client uuid>:<owner id>.<n>``) that the late copy does not name. A lock object owns one
 :class:`Releases`; the counts it keeps are the client's (``clientstate.py``).
@@ -24,7 +24,7 @@ from syncprims._core.lock.view import LockView
 from syncprims._core.retry import with_retry
 from syncprims._protocol.contracts import PENDING, Call, Executor, ScriptCall
 from syncprims._protocol.ids import new_request_id
-from syncprims._protocol.names import unlock_latch_key
+from syncprims._protocol.names import unlock_key_name
 from syncprims.errors import LockNotHeldError, ServerReplyError, SyncPrimsError, TransportError
 
 __all__ = ["Release", "Releases", "past_lease", "release_on_exit"]
@@ -33,7 +33,7 @@ log = logging.getLogger("syncprims.lock")
 
 
 class Release:
-    """One unlock call's retries, idempotent by its latch key; remembers whether a copy of
+    """One unlock call's retries, idempotent by its unlock key; remembers whether a copy of
     it was sent without its reply being read (:attr:`unknown`: it may still run later).
     Made only when the first attempt failed (``Releases.unlock_field`` makes that one
     itself) or for a retry of a fan-out's release."""
@@ -138,16 +138,16 @@ class Releases:
         hold: two tasks held the lock)."""
         self._client.tainted.add((self._lock.name, field))
 
-    def settle(self, field: str, reply: Any, latch: str, *, unknown: bool) -> None:
+    def settle(self, field: str, reply: Any, unlock_key: str, *, unknown: bool) -> None:
         """Book-keeping after a release call: ``reply`` (its reply, the error it ended with,
         or ``PENDING`` while a fan-out finishes it in the background); ``unknown``: a copy of
         it was sent and no reply read for it."""
         lock = self._lock
-        if unknown:  # a copy may still run: keep the latch; maybe a new field (docstring)
+        if unknown:  # a copy may still run: keep the unlock key; maybe a new field (docstring)
             if reply != 0:
                 self._client.tainted.add((lock.name, field))
         else:
-            self._ex.janitor.discard(latch)
+            self._ex.janitor.discard(unlock_key)
         if reply is PENDING or isinstance(reply, BaseException):
             return  # no reply (yet): the outcome is booked when it comes
         since = self._holds.released(field, reply)
@@ -164,12 +164,12 @@ class Releases:
         """
         lock = self._lock
         ex = self._ex
-        latch = unlock_latch_key(lock.name, new_request_id())
+        unlock_key = unlock_key_name(lock.name, new_request_id())
         tried = lock.uses_own_keys()
         context = lock.context("releasing")
         release: Release | None = None  # made if the first attempt fails (no object else)
         first_unknown = True  # whether the first attempt may run later: until its outcome
-        call = lock.unlock_command(field, lease, latch)
+        call = lock.unlock_command(field, lease, unlock_key)
         try:
             try:
                 try:
@@ -181,32 +181,32 @@ class Releases:
             except ServerReplyError as error:  # a NOPERM: nothing ran; Redisson's script then
                 if release is None:
                     first_unknown = False  # refused: it did not run
-                if not self._client.refuses_own_keys(error, tried=tried, where=lock.waiters):
+                if not self._client.refuses_own_keys(error, tried=tried, where=lock.waiters_key):
                     raise
                 if release is None:
                     release = Release(ex, context)
-                reply = await release.run(lock.unlock_command(field, lease, latch))
+                reply = await release.run(lock.unlock_command(field, lease, unlock_key))
         except BaseException as error:
             unknown = first_unknown if release is None else release.unknown
-            self.settle(field, error, latch, unknown=unknown)
+            self.settle(field, error, unlock_key, unknown=unknown)
             raise
         self.settle(
-            field, reply, latch, unknown=first_unknown if release is None else release.unknown
+            field, reply, unlock_key, unknown=first_unknown if release is None else release.unknown
         )
         return reply
 
-    def call(self, field: str, command: ScriptCall, latch: str) -> Call:
-        """An unlock of ``field`` (``command``, latch key ``latch``) as a fan-out call; a
+    def call(self, field: str, command: ScriptCall, unlock_key: str) -> Call:
+        """An unlock of ``field`` (``command``, unlock key ``unlock_key``) as a fan-out call; a
         reply that comes after the fan-out had its quorum is booked by :meth:`settle`."""
         lock = self._lock
 
         async def late(reply: Any) -> None:  # finished after the fan-out had its quorum
-            self.settle(field, reply, latch, unknown=False)
+            self.settle(field, reply, unlock_key, unknown=False)
 
         return Call(self._ex, command, lock.context("releasing"), late)
 
     async def retry(self, call: Call) -> tuple[Any, bool]:
-        """Retry a release call alone (idempotent: the same latch key); its reply (or the
+        """Retry a release call alone (idempotent: the same unlock key); its reply (or the
         transport error it ended with) and whether an attempt's outcome was unknown."""
         release = Release(self._ex, call.context)
         try:

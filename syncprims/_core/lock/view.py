@@ -27,7 +27,7 @@ class LockView(Protocol):
     name: str
     kind: str
     channel: str
-    waiters: str
+    waiters_key: str
     herald: str
     reservation: str
     grant_marker: str
@@ -66,7 +66,7 @@ class LockView(Protocol):
     def uses_own_keys(self) -> bool:
         """Whether the lock's scripts use syncprims' own keys now (the ACL fall-back)."""
 
-    def unlock_command(self, field: str, lease: int, latch: str) -> ScriptCall:
+    def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         """The unlock script call of ``field``."""
 
     def grant_acquire_command(

@@ -168,7 +168,7 @@ class OneWake:
         lock = self._lock
         return ScriptCall(
             scripts.LOCK_ACQUIRE_ONE,
-            [lock.name, lock.waiters, lock.reservation, lock.grant_marker],
+            [lock.name, lock.waiters_key, lock.reservation, lock.grant_marker],
             [
                 lease,
                 field,
@@ -182,14 +182,14 @@ class OneWake:
             ],
         )
 
-    def unlock_command(self, field: str, lease: int, latch: str, give_back: str) -> ScriptCall:
+    def unlock_command(self, field: str, lease: int, unlock_key: str, give_back: str) -> ScriptCall:
         """``lock_unlock_one.lua``; ``give_back``: the member of a grant to give back."""
         lock = self._lock
         keys = [
             lock.name,
             lock.channel,
-            latch,
-            lock.waiters,
+            unlock_key,
+            lock.waiters_key,
             lock.herald,
             lock.reservation,
             lock.grant_marker,
@@ -197,7 +197,7 @@ class OneWake:
         ]
         ex = self._ex
         publish = ex.publish_command_for(lock.channel, lock.name)
-        latch_ttl = ex.bounds.unlock_latch_ttl_ms
+        latch_ttl = ex.bounds.unlock_key_ttl_ms
         args: list[Arg] = [
             UNLOCK_MESSAGE,
             lease,
@@ -218,7 +218,7 @@ class OneWake:
             latch_ttl,
             ONE_WAKE_RESERVATION_MS,
         )
-        return self._kept.spliced(key, scripts.LOCK_UNLOCK_ONE, keys, args, 2)  # the latch
+        return self._kept.spliced(key, scripts.LOCK_UNLOCK_ONE, keys, args, 2)  # the unlock key
 
     def enter(self) -> object:
         """A caller of this process starts waiting for the lock: its token."""
@@ -248,7 +248,7 @@ class OneWake:
                 try:
                     await ex.command(
                         "ZREM",
-                        lock.waiters,
+                        lock.waiters_key,
                         ex.client_id,
                         context=lock.context("giving up the wait for"),
                         route=lock.name,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from syncprims._services.latch import Latch, Signal
+from syncprims._services.parking import Latch, Signal
 
 
 def test_release_wakes_one_thread_waiter() -> None:
