@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from syncprims.bench.quorum import redlock, redlock_frozen
 from syncprims.bench.scenarios import (
     RUN_TIMES,
     Progress,
@@ -40,8 +41,6 @@ from syncprims.bench.scenarios import (
     Settings,
     contended,
     handoff,
-    redlock,
-    redlock_frozen,
     rw_writer_wait,
     uncontended,
     watchdog_scale,

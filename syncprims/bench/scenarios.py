@@ -25,10 +25,15 @@ from syncprims.bench.peers import available, open_peer
 
 __all__ = [
     "RUN_TIMES",
+    "Progress",
     "Row",
     "Settings",
     "contended",
     "handoff",
+    "key_for",
+    "present",
+    "quantile",
+    "rw_writer_wait",
     "uncontended",
     "watchdog_scale",
 ]
@@ -102,7 +107,7 @@ class Row:
         }
 
 
-def _present(peers: list[str], progress: Progress) -> list[str]:
+def present(peers: list[str], progress: Progress) -> list[str]:
     out = []
     for peer in peers:
         if available(peer):
@@ -112,7 +117,7 @@ def _present(peers: list[str], progress: Progress) -> list[str]:
     return out
 
 
-def _key(prefix: str) -> str:
+def key_for(prefix: str) -> str:
     return f"bench:{prefix}:{uuid.uuid4().hex[:8]}"
 
 
@@ -170,7 +175,7 @@ def _async_pairs_per_second(url: str, seconds: float) -> tuple[float, float]:
 
     async def main() -> tuple[float, float]:
         client = await syncprims.asyncio.connect(url)
-        lock = client.get_lock(_key("async"))
+        lock = client.get_lock(key_for("async"))
         for _ in range(200):
             await lock.lock()
             await lock.unlock()
@@ -207,7 +212,7 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
     """Scenarios 1 and 7: acquire+release pairs per second from one thread, no contention,
     and the process's CPU per pair (us; the client's own cost, beside the raw floor's)."""
     peers = ["syncprims", "syncprims (asyncio)"]
-    peers += _present([p for p in UNCONTENDED if p not in peers], progress)
+    peers += present([p for p in UNCONTENDED if p not in peers], progress)
     runs: dict[str, list[float]] = {p: [] for p in peers}
     cpus: dict[str, list[float]] = {p: [] for p in peers}
     for repeat in range(settings.repeats):
@@ -216,7 +221,7 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
                 rate, cpu = _async_pairs_per_second(urls[0], settings.seconds)
             else:
                 session = open_peer(peer, urls)
-                lock = session.lock(_key("u"))
+                lock = session.lock(key_for("u"))
                 rate, cpu = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
                 session.close()
             runs[peer].append(rate)
@@ -263,7 +268,7 @@ def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any
 
 def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, float]:
     ctx = _worker_context()
-    key = _key("h")
+    key = key_for("h")
     session = open_peer(peer, urls)
     lock = session.lock(key)
     token = peer == "BLPOP floor"
@@ -293,16 +298,16 @@ def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, fl
         _ended([waiter], 10)
         session.close()
     latencies = sorted((a - r) / 1e6 for a, r in zip(acquired, released, strict=True))
-    return _quantile(latencies, 0.5), _quantile(latencies, 0.99)
+    return quantile(latencies, 0.5), quantile(latencies, 0.99)
 
 
-def _quantile(values: list[float], q: float) -> float:
+def quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
 
 
 def handoff(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
     """Scenario 2: release start (one process) to acquire return (another), p50 and p99."""
-    peers = _present(HANDOFF, progress)
+    peers = present(HANDOFF, progress)
     p50: dict[str, list[float]] = {p: [] for p in peers}
     p99: dict[str, list[float]] = {p: [] for p in peers}
     for repeat in range(settings.repeats):
@@ -414,7 +419,7 @@ def _one_contended_run(
     peer: str, urls: list[str], seconds: float, processes: int = 4, threads: int = 2
 ) -> _ContendedRun:
     ctx = _worker_context()
-    key = _key("c")
+    key = key_for("c")
     if peer == "BLPOP floor":  # the one token
         with redis.Redis.from_url(urls[0]) as r:
             r.lpush(key, 1)
@@ -474,7 +479,7 @@ def contended(urls: list[str], settings: Settings, progress: Progress) -> list[R
     are counted in acquisitions/s only. The BLPOP floor is a one-token list (the least a
     handoff through Redis can cost).
     """
-    peers = _present(CONTENDED, progress)
+    peers = present(CONTENDED, progress)
     runs: dict[str, list[_ContendedRun]] = {p: [] for p in peers}
     for repeat in range(settings.repeats):
         for peer in peers:
@@ -530,7 +535,7 @@ def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
 
     exit_with_parent()
     client = syncprims.connect(url, lock_watchdog_timeout=settings.watchdog_timeout)
-    prefix = _key("wd")
+    prefix = key_for("wd")
     names = [f"{prefix}:{i}" for i in range(settings.watchdog_locks)]
     for name in names:
         client.get_lock(name).lock()
@@ -649,7 +654,7 @@ def _one_rw_run(
     import syncprims
 
     ctx = _worker_context()
-    key = _key("rw")
+    key = key_for("rw")
     ready, out = ctx.Semaphore(0), ctx.Queue()
     budget = 1.0 + writes * (cap + 0.1)
     stop_at = time.time() + 60 + budget  # readers start within 60 s, then cycle long enough
@@ -707,7 +712,7 @@ def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> l
         for repeat in range(settings.repeats):
             waits, timeouts = _one_rw_run(urls[0], think, writes, cap, preference)
             waits.sort()
-            p50.append(_quantile(waits, 0.5))
+            p50.append(quantile(waits, 0.5))
             worst.append(waits[-1])
             timed_out.append(timeouts)
             progress(
@@ -722,113 +727,3 @@ def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> l
             Row("rw", peer, f"writes starved for {cap:g} s", "count", tuple(timed_out)),
         ]
     return rows
-
-
-# -- 5: RedLock on 5 masters vs 1, next to pottery ------------------------------------------------
-
-
-REDLOCK = [
-    "syncprims RedLock",
-    "raw EVALSHA fan-out x1",
-    "syncprims RedLock x5",
-    "raw EVALSHA fan-out x5",
-    "pottery Redlock",
-    "pottery Redlock x5",
-]
-
-
-def _latency_and_rate(lock: Any, seconds: float) -> tuple[float, float]:
-    for _ in range(100):
-        lock.acquire()
-        lock.release()
-    samples: list[float] = []
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        began = time.perf_counter()
-        lock.acquire()
-        samples.append((time.perf_counter() - began) * 1000)
-        lock.release()
-        now = time.perf_counter()
-        if now >= deadline:
-            samples.sort()
-            return _quantile(samples, 0.5), len(samples) / (now - start)
-
-
-def redlock(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenario 5: RedLock on 5 masters vs 1, uncontended: acquire p50 and pairs/s."""
-    if len(urls) < 5:
-        raise ValueError("the redlock scenario needs 5 masters")
-    peers = _present(REDLOCK, progress)
-    latency: dict[str, list[float]] = {p: [] for p in peers}
-    rate: dict[str, list[float]] = {p: [] for p in peers}
-    for repeat in range(settings.repeats):
-        for peer in peers:
-            session = open_peer(peer, urls)
-            lock = session.lock(_key("red"))
-            p50, pairs = _latency_and_rate(lock, settings.seconds)
-            session.close()
-            latency[peer].append(p50)
-            rate[peer].append(pairs)
-            progress(
-                f"  redlock      run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                f"acquire p50 {p50:6.3f} ms  {pairs:>8,.0f} pairs/s"
-            )
-    rows = [Row("redlock", p, "acquire p50", "ms", tuple(v)) for p, v in latency.items()]
-    rows += [Row("redlock", p, "pairs/s", "1/s", tuple(v)) for p, v in rate.items()]
-    return rows
-
-
-# -- 8: RedLock with a frozen minority -------------------------------------------------------------
-
-
-def _pair_median(lock: Any, pairs: int) -> float:
-    """Median ms of ``pairs`` acquire+release pairs."""
-    samples = []
-    for _ in range(pairs):
-        began = time.perf_counter()
-        lock.lock()
-        lock.unlock()
-        samples.append((time.perf_counter() - began) * 1000)
-    samples.sort()
-    return _quantile(samples, 0.5)
-
-
-def redlock_frozen(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenario 8: RedLock x5, default configuration, with 0, 1 and 2 of its masters frozen
-    (SIGSTOP): the median acquire+release pair. Five embedded servers of its own (they are
-    paused), whatever ``urls`` is."""
-    import syncprims
-    from syncprims._embedded import RedisServer
-
-    pairs = max(20, int(200 * settings.seconds))
-    medians: dict[int, list[float]] = {0: [], 1: [], 2: []}
-    for repeat in range(settings.repeats):
-        servers: list[RedisServer] = []
-        try:
-            while len(servers) < 5:
-                servers.append(RedisServer(end_with_parent=True))
-            with syncprims.connect_many([server.url for server in servers]) as masters:
-                lock = masters.get_red_lock(_key("frozen"))
-                _pair_median(lock, 20)  # every connection open
-                for frozen in (0, 1, 2):
-                    for server in servers[:frozen]:
-                        server.pause()
-                    try:
-                        median = _pair_median(lock, pairs)
-                    finally:
-                        for server in servers[:frozen]:
-                            server.resume()
-                    medians[frozen].append(median)
-                    progress(
-                        f"  redlock-frozen run {repeat + 1}/{settings.repeats}  {frozen} of 5 "
-                        f"frozen  pair p50 {median:8.3f} ms"
-                    )
-                    time.sleep(0.1)
-        finally:
-            for server in servers:
-                server.stop()
-    return [
-        Row("redlock-frozen", f"syncprims RedLock x5, {n} frozen", "pair p50", "ms", tuple(v))
-        for n, v in medians.items()
-    ]

@@ -182,6 +182,55 @@ def f() -> None:
     assert _back_to_the_lock_core(source) == [4, 5, 6, 8, 10]
 
 
+def _private_reaches(source: str) -> list[int]:
+    """Lines where ``source`` reads another object's private attribute (``x._name``, ``x``
+    not ``self`` or ``cls``) that no class of ``source`` itself defines: a reach into a
+    class of another module."""
+    tree = ast.parse(source)
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)  # self._x = ..., also in __init__
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)  # _x = ... in a class body (or a slot's name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            own.add(node.value)  # __slots__ = ("_x", ...)
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        and node.attr not in own
+    )
+
+
+def test_the_core_reads_no_private_attribute_of_another_module() -> None:
+    """In ``_core/``, an object's private attributes are read only by its own module: the
+    parts of a lock see it through ``view.py``'s Protocol, never through ``lock._ex``."""
+    reaches = [
+        f"{path.relative_to(ROOT.parent)}:{line}"
+        for path in sorted((ROOT / "_core").rglob("*.py"))
+        for line in _private_reaches(path.read_text("utf-8"))
+    ]
+    assert not reaches, "private attributes read across modules:\n" + "\n".join(reaches)
+
+
+def test_the_private_reach_checker_sees_a_reach() -> None:
+    source = """
+class Part:
+    __slots__ = ("_slot",)
+    def __init__(self, lock: object) -> None:
+        self._mine = 1
+    def f(self, other: "Part", lock: object) -> object:
+        return other._mine, other._slot, lock._ex, self._ex, lock.executor
+"""
+    assert _private_reaches(source) == [7]
+
+
 def test_contrib_uses_the_public_api_only() -> None:
     """``syncprims.contrib`` builds on the public API, so that the internals can move
     under it: no module of syncprims whose path has a private part, but its own."""
