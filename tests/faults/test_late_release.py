@@ -235,13 +235,21 @@ def test_redlock_a_late_release_on_one_master_leaves_the_next_hold_there(
         proxy.hold_requests = 1
         lock.unlock()  # two masters released: enough
         _wait_gone(raw, name)
-        lock.lock(lease_time=10)
-        assert raw.exists(name)  # all three hold the new hold
+        # All three hold the new hold. A quorum is two: on a loaded host the proxied
+        # master's grant can come after the fan-out's grace and be given back (within its
+        # 0.3 s timeout); then take the lock again until that master is part of it.
+        for _ in range(20):
+            lock.lock(lease_time=10)
+            time.sleep(0.4)
+            if raw.exists(name):
+                break
+            lock.unlock()
+        assert raw.exists(name)
         assert proxy.deliver_held() == 1
         time.sleep(0.2)
         assert raw.exists(name), "the late release freed the master's part of the next hold"
         lock.unlock()
-        assert not raw.exists(name)
+        _wait_gone(raw, name)  # the quorum's unlock returns first; the third follows
     finally:
         masters.shutdown()
         proxy.close()
