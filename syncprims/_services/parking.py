@@ -150,6 +150,23 @@ class Latch(_WaiterQueue):
         if self._detach(waiter):
             waiter.wake()
 
+    def _park(self, waiter: _Waiter, armed: Armed | None) -> bool:
+        """Queue ``waiter`` (then tell ``armed`` how to wake it alone); ``True`` when a
+        permit was taken instead and nothing was queued."""
+        with self._mutex:
+            if self._take_permit():
+                return True
+            self._waiters.append(waiter)
+        if armed is not None:
+            armed(lambda: self._wake_one(waiter))
+        return False
+
+    def _interrupted(self, waiter: _Waiter) -> None:
+        """A wait ended by an exception: interrupted after being woken, it passes the
+        wake-up on."""
+        if not self._detach(waiter):
+            self.release(1)
+
     def wait_sync(self, timeout: float | None, armed: Armed | None = None) -> bool:
         """Block the calling thread until woken, a permit is available, or ``timeout`` seconds.
         ``armed``: see :data:`Armed` (not called when a permit was taken).
@@ -158,21 +175,14 @@ class Latch(_WaiterQueue):
             ``True`` when woken (or a permit was taken), ``False`` on timeout.
         """
         waiter = _ThreadWaiter()
-        with self._mutex:
-            if self._take_permit():
-                return True
-            self._waiters.append(waiter)
-        if armed is not None:
-            armed(lambda: self._wake_one(waiter))
+        if self._park(waiter, armed):
+            return True
         try:
             woken = waiter.block(timeout)
         except BaseException:  # interrupted (KeyboardInterrupt...)
-            if not self._detach(waiter):
-                self.release(1)  # interrupted after being woken: pass the wake-up on
+            self._interrupted(waiter)
             raise
-        if not woken and not self._detach(waiter):
-            woken = True  # woken concurrently with the timeout
-        return woken
+        return woken or not self._detach(waiter)  # else woken concurrently with the timeout
 
     def enlist(self, wake: Callable[[], None]) -> object | None:
         """Wait elsewhere: ``wake()`` is called (on the waking thread, so it must not block)
@@ -198,21 +208,14 @@ class Latch(_WaiterQueue):
             ``True`` when woken (or a permit was taken), ``False`` on timeout.
         """
         waiter = _TaskWaiter()
-        with self._mutex:
-            if self._take_permit():
-                return True
-            self._waiters.append(waiter)
-        if armed is not None:
-            armed(lambda: self._wake_one(waiter))
+        if self._park(waiter, armed):
+            return True
         try:
             woken = await waiter.block(timeout)
-        except BaseException:
-            if not self._detach(waiter):
-                self.release(1)  # cancelled after being woken: pass the wake-up on
+        except BaseException:  # cancelled
+            self._interrupted(waiter)
             raise
-        if not woken and not self._detach(waiter):
-            woken = True  # woken concurrently with the timeout
-        return woken
+        return woken or not self._detach(waiter)  # else woken concurrently with the timeout
 
 
 class Signal(_WaiterQueue):
