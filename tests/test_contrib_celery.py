@@ -246,7 +246,9 @@ def test_enqueue_de_duplication_lasts_until_the_run_starts(
     workers: list[Worker], store: redis.Redis, queue: str, key: str
 ) -> None:
     sent = time.monotonic()
-    first = celery_app.queued.apply_async((key, 1.0), queue=queue, countdown=1)  # starts in 1 s
+    # It starts in 1 s and runs 3 s: the third send below starts while it runs, also on a
+    # loaded host (with 1 s, the third was delivered after the first had ended).
+    first = celery_app.queued.apply_async((key, 3.0), queue=queue, countdown=1)
     second = celery_app.queued.apply_async((key, 1.0), queue=queue)
     assert second.state == SKIPPED  # not sent: an EagerResult
     assert second.result == {

@@ -84,7 +84,8 @@ BROKEN = (
 critical section; ``broken-script``, a lock whose acquire script (raw redis-py) skips the
 existence check; ``broken-late-grant``, an RLock that takes a grant read after its lease
 (its acquires stall like ``rlock-long``'s, more often); ``broken-silent``, an RLock whose
-losses are never told (no ``on_lost``, ``is_lost`` always false); ``broken-quorum``, a
+losses are never told (no ``on_lost``, ``is_lost`` always false; a fifth of its holds are
+never renewed, so that it has losses in any run); ``broken-quorum``, a
 RedLock held with 2 of its 5 masters."""
 
 PERMITS = 2  # each semaphore's permits
@@ -93,6 +94,7 @@ BROKEN_LEASE = 0.05
 LONG_WATCHDOG = 0.6  # rlock-long's and broken-silent's lock_watchdog_timeout, seconds
 OVERRUN_LEASE = 0.25  # a fenced stale writer's explicit lease, seconds
 STALL = {"rlock-long": 0.02, "broken-late-grant": 0.3}  # share of acquires that stall
+SILENT_DROPPED = 0.2  # share of broken-silent's holds whose renewals all fail
 
 # The PermitExpirableSemaphore runs with server-time leases (the start event says ``clock:
 # server``, and the checker excuses no permit takeover by a client's clock); the client-clock
@@ -369,6 +371,26 @@ def _stall_acquires(share: float, refuse: bool, history: History) -> None:
     release_module.past_lease = stalling(checks[1])
 
 
+def _drop_renewals(share: float) -> None:
+    """Fail every renewal of ``share`` of this process's holds (``broken-silent``): those
+    holds lapse while their sections run, whatever the nemesis does, so that the silence
+    has losses to show in any run (a loaded 30 s run once had none from faults alone)."""
+    from syncprims._services.watchdog import Watchdog
+
+    renew = Watchdog._renew
+    rng = random.Random(os.getpid())
+    doomed: dict[tuple[str, str, float], bool] = {}
+
+    async def renew_some(self: Watchdog, batch: list[Any], lease_ms: int) -> None:
+        if any(doomed.setdefault((r.name, r.field, r.registered), rng.random() < share)
+               for r in batch):  # fmt: skip
+            self._renew_failed(batch, RuntimeError("broken-silent: renewal dropped"))
+            return
+        await renew(self, batch, lease_ms)
+
+    Watchdog._renew = renew_some  # type: ignore[method-assign]
+
+
 def _mutate(kind: str, history: History) -> None:
     """Remove one safety mechanism from this process's copy of syncprims."""
     if kind in STALL:
@@ -378,6 +400,7 @@ def _mutate(kind: str, history: History) -> None:
 
         Holds.watchdog_lost = lambda self, name, field, reason: None  # type: ignore[method-assign]
         Holds.field_lost = lambda self, field: None  # type: ignore[method-assign]
+        _drop_renewals(SILENT_DROPPED)
     elif kind == "broken-quorum":
         from syncprims._core.multi import RedLockCore
 
