@@ -264,6 +264,12 @@ def test_a_multi_lock_under_an_acl_for_redissons_keys_falls_back(redis_server: A
         admin.close()
 
 
+def _parked(client: Any, lock: Any) -> int:
+    """How many of ``client``'s waits are blocked on ``lock``'s channel now."""
+    entry = client._ex.pubsub.table.entries.get(lock._core.channel)
+    return 0 if entry is None else int(entry.latch.waiting())
+
+
 @pytest.mark.real
 def test_a_lingering_subscription_saves_the_attempt_after_subscribing(
     real_url: str, name: str
@@ -293,9 +299,9 @@ def test_a_lingering_subscription_saves_the_attempt_after_subscribing(
             t = threading.Thread(target=take)
             t.start()
             deadline = time.monotonic() + 10
-            while _evalsha_calls(raw) == before and time.monotonic() < deadline:
-                time.sleep(0.005)
-            time.sleep(0.2)  # its attempt(s) ran: it waits now
+            while not _parked(waiter, theirs) and time.monotonic() < deadline:
+                time.sleep(0.005)  # its attempt(s) ran: it waits now (a loaded host took
+            assert _parked(waiter, theirs), "the waiter never waited"  # over 0.2 s)
             mine.unlock()
             t.join(10)
             assert got, "the waiter never got the lock"
