@@ -9,7 +9,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, Unpack, final
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias, Unpack, final, get_args
 
 if TYPE_CHECKING:  # only the types are named; valkey-py is optional (the [valkey] extra)
     import redis
@@ -26,6 +26,7 @@ from syncprims._core.rwlock import ReadWriteLockCore
 from syncprims._core.semaphore import PermitExpirableSemaphoreCore, SemaphoreCore
 from syncprims._core.spin import BackOff, SpinLockCore
 from syncprims._protocol.contracts import LostCallback
+from syncprims._protocol.kinds import KINDS, make
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.templates import lock_namer, require_plain_function
@@ -59,7 +60,8 @@ Source: TypeAlias = (
 
 
 LockKind = Literal["lock", "fair", "fenced", "read", "write"]
-"""The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock."""
+"""The lock of a ``synchronized`` function: an RLock, a fair, fenced, read or write lock (rows
+of the table of kinds, ``syncprims._protocol.kinds``)."""
 
 
 @contextlib.contextmanager
@@ -499,16 +501,10 @@ class Client:
                 no parameter) or function (the asyncio face decorates ``async def``
                 functions, the sync face plain ones); at decoration time.
         """
-        getters: dict[str, Callable[[str], RLock]] = {
-            "lock": self.get_lock,
-            "fair": self.get_fair_lock,
-            "fenced": self.get_fenced_lock,
-            "read": lambda lock_name: self.get_read_write_lock(lock_name).read_lock(),
-            "write": lambda lock_name: self.get_read_write_lock(lock_name).write_lock(),
-        }
-        if kind not in getters:
-            raise ValueError(f"kind must be one of {', '.join(map(repr, getters))}, not {kind!r}")
-        get = getters[kind]
+        kinds = get_args(LockKind)
+        if kind not in kinds:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, kinds))}, not {kind!r}")
+        get: Callable[[str], RLock] = functools.partial(make, KINDS[kind], self)
         if wait_time is not None:
             wait_seconds(wait_time)
         if lease_time is not None:
