@@ -238,6 +238,7 @@ class AsyncExecutor(ExecutorBase[AsyncServer]):
                 await self.delete_now(self.janitor.take())
             else:
                 await asyncio.sleep(0.002)
+        self.services.close()
         self.transport.close()
         for server in self._servers():
             await server.release_idle()

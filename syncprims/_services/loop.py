@@ -144,17 +144,29 @@ class CallerLoop:
         self._loop = loop
         self._name = name
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
 
     def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
-        """Run ``fn(*args)`` on the loop soon; a no-op once the loop is closed."""
+        """Run ``fn(*args)`` on the loop soon; a no-op once the loop or this is closed."""
+        if self._closed:
+            return
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(fn, *args)
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        """Start a task on the loop; it is kept alive until done."""
+        """Start a task on the loop; it is kept alive until done. After :meth:`close`, the
+        coroutine is closed unstarted (the client's connections are closed: it could only
+        fail; left as a task, it was destroyed pending when the loop ended)."""
+        if self._closed:
+            coro.close()
+            return
         task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
+
+    def close(self) -> None:
+        """The client is shut down: no more background work (its keys expire by TTL)."""
+        self._closed = True
 
     async def drain(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) for the background tasks, then cancel them."""

@@ -86,3 +86,27 @@ def test_take_hands_over_what_is_pending_grouped_by_slot() -> None:
         assert recorder.unlinks == []  # taken: the scheduled flush had nothing to delete
 
     asyncio.run(main())
+
+
+def test_a_closed_services_loop_starts_no_task_and_leaves_no_coroutine_unawaited() -> None:
+    """After the client's shutdown (``CallerLoop.close``), a flush that comes due (a key
+    discarded late) starts nothing: a task spawned then was destroyed pending when the loop
+    ended, with ``RuntimeWarning: coroutine 'Janitor._unlink' was never awaited``."""
+    import gc
+    import warnings
+
+    async def main() -> None:
+        recorder = _Recorder()
+        services = CallerLoop(asyncio.get_running_loop(), "test")
+        j = Janitor(services, recorder)
+        services.close()
+        j.discard("late")  # call_soon is a no-op now: flush by hand, as a due timer would
+        j._flush()
+        await asyncio.sleep(0.05)
+        assert recorder.unlinks == []
+        assert not services._tasks
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asyncio.run(main())
+        gc.collect()
