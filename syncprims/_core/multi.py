@@ -260,7 +260,7 @@ class MultiLockCore:
         if not holds:
             return []
         own_keys = [_own_keys(sub) for sub, _ in holds]
-        # One random id per release, made unique per call by its index: a unlock key is
+        # One random id per release, made unique per call by its index: an unlock key is
         # per call (two holds of one sub-lock in a set must not share one), and one
         # secrets.token_hex per sub-lock was a system call each (docs/design.md).
         request_id = new_request_id()

@@ -10,7 +10,7 @@ the first pause is ``initial_delay`` (1 ms), each next one is the previous times
 ``multiplier`` (2) plus a jitter of up to ``attempts - 1`` ms (uniform, whole ms), capped at
 ``max_delay`` (128 ms), which then repeats. Every pause is cut to the wait time left.
 
-Decisions: as for an RLock (watchdog, unlock unlock_key, abandoned attempts undone); ``try_lock``
+Decisions: as for an RLock (watchdog, unlock key, abandoned attempts undone); ``try_lock``
 with a wait makes a last attempt when the wait runs out (Redisson checks the clock first).
 """
 

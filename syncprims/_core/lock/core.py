@@ -14,7 +14,7 @@ Decisions (see also ``docs/locks.md``):
   other: redisson-spec.md 13 item 9).
 * Acquire scripts are never re-sent after they may have run (a lost reply must not count a
   hold twice). Unlock carries a request id and is retried; a retry returns the first run's
-  result (Redisson 3.24+ unlock unlock_key).
+  result (Redisson 3.24+ unlock latch, its unlock key).
 * An acquire abandoned by a cancelled or timed-out asyncio caller whose reply says
   "acquired" is released in the background.
 * The watchdog registration is made before the acquire returns and dropped at the start of

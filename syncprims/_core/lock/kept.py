@@ -53,7 +53,7 @@ class KeptCalls:
         self, key: Key, script: Script, keys: Sequence[str], args: Sequence[Arg], at: int
     ) -> ScriptCall:
         """The call of ``script``, ``keys`` and ``args``, which differs from the others of
-        ``key`` only in its key at ``at`` (a unlock key): encoded around it when kept."""
+        ``key`` only in its key at ``at`` (an unlock key): encoded around it when kept."""
         spliced = self._spliced
         splice = spliced.get(key)
         if splice is not None:
