@@ -95,7 +95,7 @@ class ScriptCall:
 class WiredCall(ScriptCall):
     """A :class:`ScriptCall` whose ``EVALSHA`` command is encoded already
     (:mod:`syncprims._protocol.wire`): kept and sent again (an owner's acquire), or spliced
-    per call (an unlock's unlock key). The transports send :attr:`wired`'s bytes as they are.
+    per call (an unlock's key). The transports send :attr:`wired`'s bytes as they are.
 
     Attributes:
         wired: the command, with its encoding.
@@ -200,7 +200,7 @@ WakePolicy = Callable[[Wakeable, bytes], None]
 """How a message on a channel wakes that channel's local waiters."""
 
 Armed = Callable[[Callable[[], None]], None]
-"""Called once a wait is queued on a subscription's unlock_key, with a function that wakes that
+"""Called once a wait is queued on a subscription's latch, with a function that wakes that
 one wait (if it still waits; it must not block): a wake-up aimed at one waiter (an RLock's
 grant message), where a release of the latch wakes the first in line."""
 
