@@ -35,7 +35,7 @@ from syncprims._protocol.info import (
     parse_record,
     record_key,
 )
-from syncprims._protocol.kinds import KINDS, LAYOUTS
+from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import lock_channel, prefix_name, rw_lease_prefix, suffix_name
 from syncprims.errors import ServerReplyError
 
@@ -206,7 +206,7 @@ async def lock_info(core: ObjectCore, layout: str) -> LockInfo:
     subscribers, counts = await _subscribers(core, channels if layout != "spin" else [])
     return LockInfo(
         name=name,
-        kind=LAYOUTS[layout].display,
+        kind=KINDS[layout].display,
         held=bool(holders),
         ttl=ttl,
         holders=tuple(_holder(h, processes) for h in holders),

@@ -88,17 +88,7 @@ class _Entry:
 class _FanOut:
     """One fan-out (see the module docstring)."""
 
-    __slots__ = (
-        "behind",
-        "calls",
-        "enough",
-        "entries",
-        "loop",
-        "remaining",
-        "results",
-        "tasks",
-        "wake",
-    )
+    __slots__ = ("calls", "enough", "entries", "loop", "remaining", "results", "tasks", "wake")
 
     def __init__(self, calls: Sequence[Routed], enough: Enough | None) -> None:
         self.calls = calls
@@ -107,7 +97,6 @@ class _FanOut:
         self.results: list[Any] = [PENDING] * len(calls)
         self.entries: list[_Entry | None] = [None] * len(calls)
         self.tasks: dict[asyncio.Task[Any], int] = {}  # the calls made as tasks
-        self.behind: set[int] = set()  # attempts queued behind a server's late calls
         self.remaining = len(calls)
         self.wake: asyncio.Future[None] = self.loop.create_future()
 
@@ -182,8 +171,6 @@ class _FanOut:
             self.settle(i, error)
             return
         coro = server.eval(call.script_call, context=call.context, on_orphan=call.on_orphan)
-        if call.skip_if_busy:
-            self.behind.add(i)
         self.task(i, _after(list(server.late), coro))
 
     def _done(self, task: asyncio.Task[Any]) -> None:
@@ -208,12 +195,7 @@ class _FanOut:
                 entry.slot.connection.abandon(entry.slot)
             elif entry is not None and i not in as_tasks:
                 self._leave_slot_late(server, entry.slot, call)
-        for task, i in list(self.tasks.items()):
-            server, call = self.calls[i]
-            if call.skip_if_busy and not task.done():
-                task.cancel()  # it undoes itself (on_orphan)
-            else:  # a release, or an attempt that answered just now
-                server.leave_late(task, call.on_orphan, call.skip_if_busy)
+        self._end_tasks()
 
     def _leave_late(self) -> None:
         """After ``enough``: the calls still out finish on their servers (one answered just
@@ -223,15 +205,20 @@ class _FanOut:
             if entry is not None and self.results[i] is PENDING and i not in as_tasks:
                 server, call = self.calls[i]
                 self._leave_slot_late(server, entry.slot, call)
+        self._end_tasks()
+
+    def _end_tasks(self) -> None:
+        """The calls made as tasks (queued behind a server's late calls, or a ``NOSCRIPT``
+        made again), once the fan-out is over: an attempt still out is cancelled (not sent
+        yet: never sent; sent: it undoes itself, ``on_orphan``), not left to be granted and
+        undone, which kept the server busy for the next attempt; a release, or an attempt
+        that answered just now, finishes late."""
         for task, i in list(self.tasks.items()):
             server, call = self.calls[i]
-            if i in self.behind and not task.done():
-                # An attempt queued behind late calls, not needed any more: cancelled (not
-                # sent yet: never sent; sent: it undoes itself), not left to be granted
-                # and undone, which kept the server busy for the next attempt.
+            if call.skip_if_busy and not task.done():
                 task.cancel()
-                continue
-            server.leave_late(task, call.on_orphan, call.skip_if_busy)
+            else:
+                server.leave_late(task, call.on_orphan, call.skip_if_busy)
 
     def _leave_slot_late(self, server: AsyncServer, slot: Slot, call: Call) -> None:
         """Leave a call still out on its shared connection to ``server``, finished by
