@@ -33,7 +33,7 @@ import pytest
 from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer, SentinelSet
 from syncprims._protocol.kinds import KINDS, make
 from tests import processes
-from tests.harness import Face, MakeLock, raw_redis
+from tests.harness import FAKE_URLS, Face, MakeLock, raw_redis
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,6 +106,7 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def fake_server() -> Iterator[FakeServer]:
     server = FakeServer()
+    FAKE_URLS.add(server.url)
     yield server
     server.stop()
 

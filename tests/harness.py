@@ -79,6 +79,16 @@ elif LOOP != "asyncio":
     raise ValueError(f"SYNCPRIMS_TEST_LOOP takes 'asyncio' or 'uvloop', got {LOOP!r}")
 
 
+FAKE_URLS: set[str] = set()
+"""The URLs of the session's fakeredis TCP servers (added by the ``fake_server`` fixture)."""
+
+FAKE_TIMEOUT = 10.0
+"""Seconds: a client's default timeout towards fakeredis in :meth:`Face.connect` (an
+explicit ``timeout=`` wins). The fake server runs in a thread of the test's own process: on
+a loaded machine (``SYNCPRIMS_TEST_LOAD=2``) it answered a connect after more than the
+library's 3 s default. Real servers keep the library's default."""
+
+
 def client_url(url: str) -> str:
     """``url`` as the matrix cell's client variant spells it (see :data:`CLIENT_OPTIONS`):
     the scheme of valkey-py, and ``protocol`` / ``decode_responses`` query parameters, which
@@ -298,6 +308,8 @@ class Face:
     async def connect(self, url: str, **options: Any) -> Any:
         """A client of this face; shut down when the test ends."""
         client: Any
+        if url in FAKE_URLS:  # in-process fakeredis answers late on a loaded machine
+            options.setdefault("timeout", FAKE_TIMEOUT)
         url = client_url(url)
         if self.is_async:
             client = await syncprims.asyncio.connect(url, **options)
