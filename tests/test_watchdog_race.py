@@ -174,9 +174,8 @@ async def test_a_late_renewal_spares_the_same_owners_next_hold(
 async def test_unlocks_racing_renewals_never_cut_a_later_lease(face: Face, real_url: str) -> None:
     """Statistical: a watchdog timeout so short that renewals are always due (every 100 ms),
     and unlocks at random points of the renewal period, each followed by a hold with an
-    explicit lease that no renewal may touch; bounded to about 3 s. (A 60 ms watchdog
-    timeout let a hold expire on a loaded machine: its services loop was not run for that
-    long, which no renewal scheme survives.)"""
+    explicit lease that no renewal may touch; bounded to about 3 s. The watchdog timeout
+    (0.3 s) outlasts a loaded machine's scheduling delays, which no renewal can survive."""
     client = await face.connect(real_url, lock_watchdog_timeout=0.3)
     a = face.actor()
     raw = raw_redis(real_url)
