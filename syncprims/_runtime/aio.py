@@ -16,13 +16,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from syncprims._protocol.contracts import Armed, Call, Enough, Orphan, ScriptCall, Then, WakePolicy
-from syncprims._runtime.base import ExecutorBase, client_name
-from syncprims._services.janitor import Janitor
-from syncprims._services.listeners import ObjectListeners
+from syncprims._runtime.base import ExecutorBase
 from syncprims._services.loop import CallerLoop
-from syncprims._services.pubsub import ClusterSubscribers, Subscription, TaskSubscriber
-from syncprims._services.record import ClientRecord
-from syncprims._services.watchdog import Watchdog
+from syncprims._services.pubsub import Subscription, TaskSubscriber
 from syncprims._transport.aio.deadlines import bind_loop
 from syncprims._transport.aio.fanout import Routed, fan_out
 from syncprims._transport.aio.server import AsyncRouter, AsyncServer
@@ -38,7 +34,7 @@ log = logging.getLogger("syncprims")
 AsyncTransport = AsyncServer | AsyncRouter
 
 
-class AsyncExecutor(ExecutorBase[AsyncServer]):
+class AsyncExecutor(ExecutorBase[AsyncServer, TaskSubscriber]):
     """``redis.asyncio`` transport and services on the client's event loop.
 
     Args:
@@ -66,46 +62,15 @@ class AsyncExecutor(ExecutorBase[AsyncServer]):
                 shared=self.config.shared_connections,
             )
 
-        self.pubsub: TaskSubscriber | ClusterSubscribers[TaskSubscriber]
         if source.cluster is not None:
-            router = AsyncRouter(AsyncTopology(source.cluster), server, self.sleep, source.address)
-            self.transport = router
-            self.pubsub = ClusterSubscribers(
-                router.node_of,
-                self.sharded,
-                lambda node, sharded: TaskSubscriber(
-                    router.server(node).pool,
-                    address=f"{node[0]}:{node[1]}",
-                    timeout=timeout,
-                    name=f"{self.name}-{node[1]}",
-                    sharded=sharded,
-                ),
+            self.transport = AsyncRouter(
+                AsyncTopology(source.cluster), server, self.sleep, source.address
             )
         else:
             self.transport = server(source.pool, source.address)
-            self.pubsub = TaskSubscriber(
-                source.pool, address=source.address, timeout=timeout, name=self.name
-            )
+        self.pubsub = self._make_pubsub(TaskSubscriber)
         self.services = CallerLoop(loop, self.name)
-        self.watchdog = Watchdog(
-            self.services,
-            self.transport,
-            lease=lease,
-            batch_size=self.config.watchdog_batch_size,
-            retry_delay=self.config.retry_delay[1],
-            slot_of=self.slot_of,
-            node_of=self.node_of,
-            sync=self.renewal_sync,
-        )
-        self.janitor = Janitor(self.services, self.transport, slot_of=self.slot_of)
-        self.listeners = ObjectListeners(self.services, database=self.database)
-        self.record = ClientRecord(
-            self.services,
-            self.transport,
-            lambda: self.client_id,
-            client_name(source),
-            enabled=self.config.client_record,
-        )
+        self._make_services(self.services, self.transport)
 
     def __del__(self) -> None:
         if not self.closed:  # nothing can be sent from here: say so, once
@@ -161,18 +126,6 @@ class AsyncExecutor(ExecutorBase[AsyncServer]):
         bind_loop(self.event_loop)
         return await self._driver(channel, route).acquire(channel, policy)
 
-    def subscribed(self, channel: str, route: str | None = None) -> bool:
-        return self._driver(channel, route).table.confirmed(channel)
-
-    def _driver(self, channel: str, route: str | None) -> TaskSubscriber:
-        """The subscriber connection ``channel`` belongs on (a cluster's: by ``route``)."""
-        pubsub = self.pubsub
-        return pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-
-    def unsubscribe(self, sub: Any) -> None:
-        assert isinstance(sub, Subscription)
-        sub.table.release(sub)
-
     async def wait_ready(self, sub: Any, timeout: float) -> bool:
         assert isinstance(sub, Subscription)
         ready = await sub.ready.wait_async(timeout)
@@ -224,8 +177,7 @@ class AsyncExecutor(ExecutorBase[AsyncServer]):
             await asyncio.sleep(0.002)
         for server in self._servers():  # fan-out calls left there, late replies' handling
             await server.drain(self.bounds.timeout)
-        pubsub = self.pubsub
-        for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
+        for subscriber in self._drivers(stop=True):
             await subscriber.aclose()
         self.watchdog.aclose()
         await self.delete_now(self.janitor.take() + self.record.withdrawn())
@@ -244,19 +196,8 @@ class AsyncExecutor(ExecutorBase[AsyncServer]):
             await server.release_idle()
         await aclose_source(self.source)
 
-    def _wake_waiters(self) -> None:
-        """Wake every waiter of the client (shutdown: they raise ``ClientClosedError``)."""
-        pubsub = self.pubsub
-        for driver in pubsub.drivers() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
-            driver.table.wake_everyone()
-
     def after_fork(self) -> None:
         super().after_fork()
-        self.pubsub.forget()
-        self.watchdog.forget()
-        self.janitor.forget()
-        self.listeners.forget()
-        self.record.forget()
         for server in self._servers():
             server.forget()
 

@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import attrs
 from redis.backoff import EqualJitterBackoff
@@ -30,8 +30,11 @@ from syncprims._protocol.replication import sync_then
 from syncprims._protocol.serverinfo import info_fields
 from syncprims._protocol.timing import Bounds, clock
 from syncprims._services.janitor import Janitor
+from syncprims._services.listeners import ObjectListeners
+from syncprims._services.loop import Scheduler
+from syncprims._services.pubsub import ClusterSubscribers, Subscriber, Subscription
 from syncprims._services.record import ClientRecord, CommandRunner
-from syncprims._services.watchdog import Watchdog
+from syncprims._services.watchdog import ScriptRunner, Watchdog
 from syncprims._transport.cluster import ClusterRouter, key_slot
 from syncprims._transport.replicas import remembered_count, replica_count
 from syncprims._transport.server import NodeServer
@@ -44,8 +47,15 @@ __all__ = ["ExecutorBase"]
 log = logging.getLogger("syncprims")
 
 N = TypeVar("N", bound=NodeServer)  # the face's server
+S = TypeVar("S", bound=Subscriber)  # the face's pub/sub driver
 
-_live: weakref.WeakSet[ExecutorBase[Any]] = weakref.WeakSet()
+
+class Runner(ScriptRunner, CommandRunner, Protocol):
+    """What the services send through: the transport (asyncio face) or its off-loop
+    wrapper (blocking face)."""
+
+
+_live: weakref.WeakSet[ExecutorBase[Any, Any]] = weakref.WeakSet()
 _PATCHERS = frozenset({"gevent.monkey", "eventlet.patcher"})  # their patch state's modules
 _WARNED_EVICTION: set[str] = set()  # addresses whose eviction policy was warned about
 
@@ -105,8 +115,9 @@ def resolve(config: Config, source: Source) -> tuple[Config, Bounds]:
     return resolved, bounds
 
 
-class ExecutorBase(Generic[N]):
-    """Options, identity, clocks and back-off common to both executors.
+class ExecutorBase(Generic[N, S]):
+    """Options, identity, clocks, back-off, and the making and routing of the services,
+    common to both executors.
 
     Args:
         config: the client's options.
@@ -119,6 +130,11 @@ class ExecutorBase(Generic[N]):
     """Deletes the unlock latch keys in the background (set by each executor)."""
     watchdog: Watchdog
     """Renews leases and checks holds when a server lost data (set by each executor)."""
+    listeners: ObjectListeners
+    """The objects' keyspace listeners (set by each executor)."""
+    pubsub: S | ClusterSubscribers[S]
+    """The client's pub/sub: one driver, or a cluster's one per node and mode (set by each
+    executor)."""
     transport: N | ClusterRouter[N]
     """The face's transport: a server, or a cluster router of its servers; both satisfy
     ``syncprims._transport.server.Server``."""
@@ -326,11 +342,83 @@ class ExecutorBase(Generic[N]):
         (a blocking call's reply never outlives its caller)."""
         return await self.transport.eval_then(call, then, context=context)
 
+    def _make_pubsub(self, make: Callable[..., S]) -> S | ClusterSubscribers[S]:
+        """The client's pub/sub (``make``: the face's driver class); call once
+        :attr:`transport` is set."""
+        timeout = self.bounds.timeout
+        router = self.transport
+        if isinstance(router, ClusterRouter):
+            return ClusterSubscribers(
+                router.node_of,
+                self.sharded,
+                lambda node, sharded: make(
+                    router.server(node).pool,
+                    address=f"{node[0]}:{node[1]}",
+                    timeout=timeout,
+                    name=f"{self.name}-{node[1]}",
+                    sharded=sharded,
+                ),
+            )
+        return make(self.source.pool, address=self.source.address, timeout=timeout, name=self.name)
+
+    def _make_services(self, services: Scheduler, runner: Runner) -> None:
+        """The watchdog, the janitor, the listeners and the record, on ``services`` (the
+        face's loop), sending through ``runner``."""
+        config = self.config
+        self.watchdog = Watchdog(
+            services,
+            runner,
+            lease=config.lock_watchdog_timeout,
+            batch_size=config.watchdog_batch_size,
+            retry_delay=config.retry_delay[1],
+            slot_of=self.slot_of,
+            node_of=self.node_of,
+            sync=self.renewal_sync,
+        )
+        self.janitor = Janitor(services, runner, slot_of=self.slot_of)
+        self.listeners = ObjectListeners(services, database=self.database)
+        self.record = ClientRecord(
+            services,
+            runner,
+            lambda: self.client_id,
+            client_name(self.source),
+            enabled=config.client_record,
+        )
+
+    def subscribed(self, channel: str, route: str | None = None) -> bool:
+        return self._driver(channel, route).table.confirmed(channel)
+
+    def _driver(self, channel: str, route: str | None) -> S:
+        """The subscriber connection ``channel`` belongs on (a cluster's: by ``route``)."""
+        pubsub = self.pubsub
+        return pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
+
+    def _drivers(self, *, stop: bool = False) -> list[S]:
+        """Every subscriber connection made so far; ``stop``: and no new one (shutdown)."""
+        pubsub = self.pubsub
+        if isinstance(pubsub, ClusterSubscribers):
+            return pubsub.stop() if stop else pubsub.drivers()
+        return [pubsub]
+
+    def unsubscribe(self, sub: Any) -> None:
+        assert isinstance(sub, Subscription)
+        sub.table.release(sub)
+
+    def _wake_waiters(self) -> None:
+        """Wake every waiter of the client (shutdown: they raise ``ClientClosedError``)."""
+        for driver in self._drivers():
+            driver.table.wake_everyone()
+
     def after_fork(self) -> None:
         """In a forked child: a new identity, and nothing of the parent's background state."""
         self.client_id = new_client_id()
         self.closers = {}
         self.state.clear()
+        self.pubsub.forget()
+        self.watchdog.forget()
+        self.janitor.forget()
+        self.listeners.forget()
+        self.record.forget()
 
 
 def client_name(source: Source) -> str | None:
@@ -356,7 +444,7 @@ def _database(source: Source) -> int:
         return 0
 
 
-def live() -> list[ExecutorBase[Any]]:
+def live() -> list[ExecutorBase[Any, Any]]:
     """The executors of this process not yet collected."""
     return list(_live)
 

@@ -34,13 +34,9 @@ from syncprims._protocol.contracts import (
     WiredCall,
 )
 from syncprims._protocol.stepping import run
-from syncprims._runtime.base import ExecutorBase, client_name, live
-from syncprims._services.janitor import Janitor
-from syncprims._services.listeners import ObjectListeners
+from syncprims._runtime.base import ExecutorBase, live
 from syncprims._services.loop import ServiceLoop
-from syncprims._services.pubsub import ClusterSubscribers, Subscription, ThreadSubscriber
-from syncprims._services.record import ClientRecord
-from syncprims._services.watchdog import Watchdog
+from syncprims._services.pubsub import Subscription, ThreadSubscriber
 from syncprims._transport.blocking.fanout import Routed, fan_out
 from syncprims._transport.blocking.server import SyncRouter, SyncServer
 from syncprims._transport.cluster import ClusterRouter, SyncTopology, follow
@@ -84,7 +80,7 @@ class _OffLoop:
         )
 
 
-class SyncExecutor(ExecutorBase[SyncServer]):
+class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
     """Blocking transport; every operation completes on the calling thread.
 
     Args:
@@ -99,9 +95,8 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         super().__init__(config, source)
         timeout = self.bounds.timeout
         self.late_reply_window = timeout  # the fan-out's late lane reads until the deadline
-        self.pubsub: ThreadSubscriber | ClusterSubscribers[ThreadSubscriber]
         if source.cluster is not None:
-            router = SyncRouter(
+            self.transport = SyncRouter(
                 SyncTopology(source.cluster),
                 lambda pool, address: SyncServer(
                     pool, address=address, timeout=timeout, share=config.pool_share
@@ -109,49 +104,16 @@ class SyncExecutor(ExecutorBase[SyncServer]):
                 self.sleep,
                 source.address,
             )
-            self.transport = router
-            self.pubsub = ClusterSubscribers(
-                router.node_of,
-                self.sharded,
-                lambda node, sharded: ThreadSubscriber(
-                    router.server(node).pool,
-                    address=f"{node[0]}:{node[1]}",
-                    timeout=timeout,
-                    name=f"{self.name}-{node[1]}",
-                    sharded=sharded,
-                ),
-            )
         else:
             self.transport = SyncServer(
                 source.pool, address=source.address, timeout=timeout, share=config.pool_share
             )
-            self.pubsub = ThreadSubscriber(
-                source.pool, address=source.address, timeout=timeout, name=self.name
-            )
+        self.pubsub = self._make_pubsub(ThreadSubscriber)
         self._pop_mutex = threading.Lock()
         self._popping = 0  # waits popping their grant now (claim_pop)
         self._routed: dict[int, tuple[Sequence[Call], list[Routed]]] = {}  # eval_many's
         self.services = ServiceLoop(self.name)
-        runner = _OffLoop(self.transport)
-        self.watchdog = Watchdog(
-            self.services,
-            runner,
-            lease=self.config.lock_watchdog_timeout,
-            batch_size=self.config.watchdog_batch_size,
-            retry_delay=self.config.retry_delay[1],
-            slot_of=self.slot_of,
-            node_of=self.node_of,
-            sync=self.renewal_sync,
-        )
-        self.janitor = Janitor(self.services, runner, slot_of=self.slot_of)
-        self.listeners = ObjectListeners(self.services, database=self.database)
-        self.record = ClientRecord(
-            self.services,
-            runner,
-            lambda: self.client_id,
-            client_name(source),
-            enabled=self.config.client_record,
-        )
+        self._make_services(self.services, _OffLoop(self.transport))
 
     async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
         # on_orphan: the core's contract names it for both faces; a blocking call's reply
@@ -207,18 +169,6 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         self, channel: str, policy: WakePolicy, route: str | None = None
     ) -> Subscription:
         return await self._driver(channel, route).acquire(channel, policy)
-
-    def subscribed(self, channel: str, route: str | None = None) -> bool:
-        return self._driver(channel, route).table.confirmed(channel)
-
-    def _driver(self, channel: str, route: str | None) -> ThreadSubscriber:
-        """The subscriber connection ``channel`` belongs on (a cluster's: by ``route``)."""
-        pubsub = self.pubsub
-        return pubsub.driver(channel, route) if isinstance(pubsub, ClusterSubscribers) else pubsub
-
-    def unsubscribe(self, sub: Any) -> None:
-        assert isinstance(sub, Subscription)
-        sub.table.release(sub)
 
     async def wait_ready(self, sub: Any, timeout: float) -> bool:
         assert isinstance(sub, Subscription)
@@ -341,8 +291,7 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         deadline = self.monotonic() + self.bounds.operation_timeout
         while not self.releases_done(deadline):  # releases in flight finish first
             time.sleep(0.002)
-        pubsub = self.pubsub
-        for subscriber in pubsub.stop() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
+        for subscriber in self._drivers(stop=True):
             subscriber.close()
         if self.services.started and not self.services.in_loop_thread():
             try:
@@ -361,12 +310,6 @@ class SyncExecutor(ExecutorBase[SyncServer]):
         """:meth:`close`, awaitable (the core's shape)."""
         self.close()
 
-    def _wake_waiters(self) -> None:
-        """Wake every waiter of the client (shutdown: they raise ``ClientClosedError``)."""
-        pubsub = self.pubsub
-        for driver in pubsub.drivers() if isinstance(pubsub, ClusterSubscribers) else [pubsub]:
-            driver.table.wake_everyone()
-
     def at_exit(self) -> None:
         """At interpreter exit, for a client never shut down: no acquisition from here, and
         its unlock latch keys not yet deleted and its record go, sent on the calling thread
@@ -378,13 +321,8 @@ class SyncExecutor(ExecutorBase[SyncServer]):
             run(self.delete_now(self.janitor.take() + self.record.withdrawn(), EXIT_TIMEOUT))
 
     def after_fork(self) -> None:
-        super().after_fork()
         self.services.forget()
-        self.pubsub.forget()
-        self.watchdog.forget()
-        self.janitor.forget()
-        self.listeners.forget()
-        self.record.forget()
+        super().after_fork()
 
 
 def open_executor(

@@ -55,7 +55,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from syncprims._protocol.contracts import WakePolicy
 from syncprims._services.parking import Latch, Signal
@@ -327,14 +327,15 @@ class SubscriptionTable:
             sub.wake_all()
 
 
-class ThreadSubscriber:
-    """The sync face's driver: a reader thread on a connection of a blocking redis-py pool.
+class Subscriber:
+    """What both faces' drivers share: a server's table of subscriptions and the one
+    connection (made with the pool's settings) that keeps them subscribed.
 
     Args:
         pool: the redis-py pool whose settings the subscriber connection is made with.
         address: the server, for messages.
         timeout: seconds to wait for a PING reply before renewing the connection.
-        name: the reader thread's name prefix.
+        name: the reader's name prefix.
         sharded: SSUBSCRIBE (a Redis 7 cluster's sharded channels) instead of SUBSCRIBE.
     """
 
@@ -348,16 +349,42 @@ class ThreadSubscriber:
         self.table = SubscriptionTable(sharded=sharded)
         self._conn: Any = None  # connected and in use by the reader
         self._held: Any = None  # its own, with the pool's settings (closed at close)
-        self._thread: threading.Thread | None = None
         self.reconnects = 0
 
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
-        """Take a reference on ``channel``'s subscription, subscribing if needed (never
-        suspends). Wait on ``sub.ready`` before relying on messages.
+        """Take a reference on ``channel``'s subscription, subscribing if needed. Wait on
+        ``sub.ready`` before relying on messages.
 
         Raises:
             ClientClosedError: the client is shut down.
         """
+        raise NotImplementedError
+
+    def release(self, sub: Subscription) -> None:
+        """Drop a reference taken by :meth:`acquire`."""
+        self.table.release(sub)
+
+    def forget(self) -> None:
+        """After ``os.fork()``, in the child: the connection and the reader are the
+        parent's."""
+        self.table = SubscriptionTable(sharded=self.table.sharded)
+        self._conn = self._held = None
+
+
+class ThreadSubscriber(Subscriber):
+    """The sync face's driver: a reader thread on a connection of a blocking redis-py pool.
+
+    Args: as :class:`Subscriber`.
+    """
+
+    def __init__(
+        self, pool: Any, *, address: str, timeout: float, name: str, sharded: bool = False
+    ) -> None:
+        super().__init__(pool, address=address, timeout=timeout, name=name, sharded=sharded)
+        self._thread: threading.Thread | None = None
+
+    async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
+        """As :meth:`Subscriber.acquire` (never suspends)."""
         table = self.table
         with table.mutex:
             sub, new = table.take_locked(channel, policy)
@@ -369,10 +396,6 @@ class ThreadSubscriber:
                 )
                 self._thread.start()
         return sub
-
-    def release(self, sub: Subscription) -> None:
-        """Drop a reference taken by :meth:`acquire`."""
-        self.table.release(sub)
 
     def _write_locked(self, command: str, channels: list[str]) -> None:
         conn = self._conn
@@ -492,38 +515,27 @@ class ThreadSubscriber:
                 held.disconnect()
 
     def forget(self) -> None:
-        """After ``os.fork()``, in the child: the reader thread and the socket are the
-        parent's."""
-        self.table = SubscriptionTable(sharded=self.table.sharded)
-        self._conn = None
-        self._held = None
+        super().forget()
         self._thread = None
 
 
-class TaskSubscriber:
+class TaskSubscriber(Subscriber):
     """The asyncio face's driver: a task on the client's loop keeps a connection of a
     ``redis.asyncio`` pool subscribed (its messages parsed in the loop's protocol callback
     where redis-py's parser allows it, ``aio.replies.read_in_callback``, else read by it).
 
-    Args: as :class:`ThreadSubscriber`.
+    Args: as :class:`Subscriber`.
     """
 
     def __init__(
         self, pool: Any, *, address: str, timeout: float, name: str, sharded: bool = False
     ) -> None:
-        self._pool = pool
-        self.address = address
-        self._timeout = timeout
-        self._name = name
-        self.table = SubscriptionTable(sharded=sharded)
-        self._conn: Any = None
-        self._held: Any = None
+        super().__init__(pool, address=address, timeout=timeout, name=name, sharded=sharded)
         self._write_lock: asyncio.Lock | None = None
         self._reader: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._last_traffic = 0.0
         self._ping_sent = 0.0
-        self.reconnects = 0
         self._lost: asyncio.Future[None] | None = None  # None: the task reads (_connect)
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -533,11 +545,6 @@ class TaskSubscriber:
         return self._write_lock
 
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
-        """Take a reference on ``channel``'s subscription, subscribing if needed.
-
-        Raises:
-            ClientClosedError: the client is shut down.
-        """
         table = self.table
         async with self._lock():
             with table.mutex:
@@ -553,10 +560,6 @@ class TaskSubscriber:
             self._reader = loop.create_task(self._run(), name=f"{self._name}-pubsub")
             self._keeper = loop.create_task(self._housekeeping(), name=f"{self._name}-pubsub-ping")
         return sub
-
-    def release(self, sub: Subscription) -> None:
-        """Drop a reference taken by :meth:`acquire`."""
-        self.table.release(sub)
 
     async def _write(self, command: str, channels: list[str]) -> None:
         """Write under the write lock (held by the caller)."""
@@ -706,21 +709,9 @@ class TaskSubscriber:
                 await held.disconnect()
 
     def forget(self) -> None:
-        """After ``os.fork()``, in the child."""
-        self.table = SubscriptionTable(sharded=self.table.sharded)
-        self._conn = self._held = None
+        super().forget()
         self._write_lock = None
         self._reader = self._keeper = None
-
-
-class Subscriber(Protocol):
-    """Either driver."""
-
-    table: SubscriptionTable
-
-    async def acquire(self, channel: str, policy: WakePolicy) -> Subscription: ...
-
-    def release(self, sub: Subscription) -> None: ...
 
 
 D = TypeVar("D", bound=Subscriber)

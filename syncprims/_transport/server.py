@@ -82,6 +82,9 @@ class NodeServer(Server, Protocol):
 
     replicas: ReplicaCount
     """Its master's replicas, for ``lock_synced_replicas="auto"`` (``replicas.py``)."""
+    pool: Any
+    """The redis-py pool its connections come from (a subscriber's are made with its
+    settings)."""
 
     def eval(
         self, call: ScriptCall, *, context: str, asking: bool = False
