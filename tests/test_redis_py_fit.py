@@ -394,10 +394,37 @@ def test_shutdown_gives_every_connection_back_to_the_callers_pool_sync(
         thread.start()
     for thread in threads:
         thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
     assert pool._in_use_connections, "expected connections kept between calls"
     client.shutdown()
     assert not pool._in_use_connections
     assert r.ping() is True
+    r.close()
+
+
+def test_shutdown_waits_for_a_blocking_call_of_the_services_sync(
+    redis_server: RedisServer,
+) -> None:
+    # The services run their blocking calls (the janitor's UNLINK, renewals) on worker
+    # threads; one still out when shutdown begins ends before shutdown returns, so its
+    # connection is back in the pool too (seen on a loaded machine: a janitor's UNLINK
+    # still out after shutdown() returned).
+    r = redis.Redis(port=redis_server.port)
+    pool = r.connection_pool
+    client = syncprims.connect(r)
+    ex = client._ex
+    sent = threading.Event()
+
+    async def slow_call() -> None:
+        sent.set()
+        await ex.transport.command("BLPOP", "fit:nothing", "0.5", context="a slow call")
+
+    ex.background(slow_call)
+    assert sent.wait(5)
+    started = time.monotonic()
+    client.shutdown()
+    assert not pool._in_use_connections
+    assert time.monotonic() - started < 5  # bounded: the call's own 0.5 s, not a hang
     r.close()
 
 

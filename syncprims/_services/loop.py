@@ -94,6 +94,11 @@ class ServiceLoop:
             if pending:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
+            # A blocking call still out on a worker thread (the janitor's UNLINK, a renewal:
+            # a cancelled task's thread runs on) ends before the loop does, so that its
+            # connection is back when the client's shutdown returns (each call is bounded
+            # by its own timeout; close() waits at most its own).
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
 
