@@ -136,6 +136,24 @@ def _ping(host: str, port: int, timeout: float) -> bool:
         return False
 
 
+def _answering_pid(host: str, port: int, timeout: float) -> int | None:
+    """The process id of the server answering on ``port`` (``INFO server``); ``None`` when
+    it does not say (it wants a password, or is not Redis)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(b"INFO server\r\n")
+            data = b""
+            while b"process_id:" not in data or not data.endswith(b"\r\n"):
+                chunk = sock.recv(65536)
+                data += chunk
+                if not chunk or data.startswith(b"-"):
+                    return None
+    except OSError:
+        return None
+    line = data[data.index(b"process_id:") :].split(b"\r\n", 1)[0]
+    return int(line.split(b":", 1)[1])
+
+
 def _killed_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that has the kernel SIGKILL the child when its parent dies (Linux's
     ``prctl(PR_SET_PDEATHSIG)``), or ``None`` where there is no such call.
@@ -236,6 +254,7 @@ class RedisServer:
         self.executable = found
         self._banner: tuple[str, str] | None = None
         self.port = port or free_port()
+        self._own_port = port is None  # free_port's: another may be picked (start)
         self.args = list(args or [])
         self.config_file = config_file
         self.end_with_parent = end_with_parent
@@ -293,9 +312,31 @@ class RedisServer:
     def start(self, timeout: float = 10.0) -> None:
         """Start the server on its port (again, after :meth:`kill` or :meth:`stop`) and wait
         until it answers; a no-op while it runs (a second process could not bind the port,
-        and this object would lose track of the first)."""
+        and this object would lose track of the first).
+
+        The port is checked to be this server's (its ``process_id``): a port that
+        :func:`free_port` found free can be taken before the server binds it (another
+        process's server, a client socket's local port). At the first start, a port this
+        object picked is then picked again (up to three times); otherwise, or after a
+        restart, that raises.
+
+        Raises:
+            RuntimeError: the server exited, did not answer within ``timeout`` seconds, or
+                another process holds its port.
+        """
         if self.process is not None and self.process.poll() is None:
             return
+        first = self.process is None
+        for _ in range(3):
+            if self._launch(timeout):
+                return
+            if not (first and self._own_port):
+                break
+            self.port = free_port()
+        raise RuntimeError(f"port {self.port} is taken by another process")
+
+    def _launch(self, timeout: float) -> bool:
+        """One start of the server; ``False`` when its port is another process's."""
         command = [
             self.executable,
             *([self.config_file] if self.config_file else []),
@@ -316,11 +357,17 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if not _port_free(self.port):  # it could not bind the port
+                    return False
                 raise RuntimeError(
                     f"{self.executable} exited with {self.process.returncode} at start"
                 )
             if _ping("127.0.0.1", self.port, 0.5):
-                return
+                answering = _answering_pid("127.0.0.1", self.port, 0.5)
+                if answering is None or answering == self.process.pid:
+                    return True
+                self.kill()  # another process's server answered
+                return False
             time.sleep(0.02)
         self.kill()
         raise RuntimeError(
