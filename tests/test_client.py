@@ -230,17 +230,39 @@ def test_a_lost_reply_never_counts_a_hold_twice() -> None:
             lock.lock(lease_time=1)  # loads the script, so the next EVALSHA runs it
             lock.unlock()
             time.sleep(0.2)  # the unlock's latch key is deleted: the pool's connections idle
+            before = _server_counts(raw)
             sleeper = threading.Thread(target=lambda: raw_command(raw, "DEBUG", "SLEEP", "1"))
             sleeper.start()
             time.sleep(0.1)
+            started = time.monotonic()
             with pytest.raises(syncprims.RedisTimeoutError) as info:
                 lock.try_lock(lease_time=30)
+            took = time.monotonic() - started
             assert info.value.maybe_executed
             sleeper.join(10)
             # The script ran once when Redis woke up; it was not sent again.
             owner = f"{client.id}:{threading.get_ident()}"
-            assert raw.hgetall("exactly-once") == {owner.encode(): b"1"}
+            held = raw.hgetall("exactly-once")
+            # What the server saw, for a failure to say which case it was (the script not
+            # sent, sent and not run, run twice, undone): commands and connections since.
+            after = _server_counts(raw)
+            seen = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+            assert held == {owner.encode(): b"1"}, (
+                f"try_lock took {took:.3f} s and raised {info.value!r}; server since: {seen}"
+            )
         raw.close()
+
+
+def _server_counts(raw: Any) -> dict[str, int]:
+    """The server's command calls (``INFO commandstats``), errors and connections so far."""
+    counts: dict[str, int] = {}
+    for section in ("commandstats", "errorstats"):
+        for name, fields in raw.info(section).items():
+            counts[name] = int(fields["calls"] if "calls" in fields else fields["count"])
+    stats = raw.info("stats")
+    for name in ("total_connections_received", "expired_keys", "evicted_keys"):
+        counts[name] = int(stats[name])
+    return counts
 
 
 def test_async_abandoned_acquire_is_released() -> None:

@@ -100,7 +100,11 @@ async def test_a_red_lock_runs_redissons_plain_scripts_and_wakes_rlock_waiters(
         waiter = asyncio.ensure_future(b(single.get_lock(name).try_lock, wait_time=20))
         deadline = time.monotonic() + 10
         while not raws[0].zcard(f"syncprims_lock_waiters:{{{name}}}"):
-            assert time.monotonic() < deadline
+            if waiter.done():  # it ended instead of waiting: its error says why
+                pytest.fail(f"the RLock waiter ended before it waited: {waiter.result()!r}")
+            assert time.monotonic() < deadline, (
+                f"no waiter registered; {name}: {raws[0].hgetall(name)}"
+            )
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.2)  # blocked in its wait by now
         await a(red.unlock)
