@@ -112,7 +112,14 @@ class ServiceLoop:
             self.loop().call_soon_threadsafe(fn, *args)
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        """Start a task on the loop (call this on the loop thread); it is kept alive until done."""
+        """Start a task on the loop (call this on the loop thread); it is kept alive until done.
+        After :meth:`close` nothing starts (``coro`` is closed): the loop is ending, and a
+        task started now would be destroyed pending (a janitor flush that came due while
+        the loop waited for its worker threads; its keys expire by their TTL, and shutdown
+        deletes what the janitor still holds)."""
+        if self._closed:
+            coro.close()
+            return
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))

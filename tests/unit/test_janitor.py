@@ -6,7 +6,7 @@ import asyncio
 
 from syncprims._services import janitor
 from syncprims._services.janitor import Janitor
-from syncprims._services.loop import CallerLoop
+from syncprims._services.loop import CallerLoop, ServiceLoop
 
 
 class _Recorder:
@@ -110,3 +110,41 @@ def test_a_closed_services_loop_starts_no_task_and_leaves_no_coroutine_unawaited
         warnings.simplefilter("error")
         asyncio.run(main())
         gc.collect()
+
+
+def test_a_closing_service_loop_starts_no_task_while_it_waits_for_its_threads() -> None:
+    """The sync face's services loop, once closed, waits for the blocking calls still out on
+    its worker threads; a flush that comes due meanwhile starts nothing (a task spawned then
+    was destroyed pending when the loop ended: a loaded run's ``coroutine
+    'Janitor._unlink' was never awaited``)."""
+    import threading
+    import time
+
+    recorder = _Recorder()
+    services = ServiceLoop("test")
+    j = Janitor(services, recorder)
+    loop = services.loop()
+    started, release, flushed = threading.Event(), threading.Event(), threading.Event()
+
+    def blocking_call() -> None:  # a janitor UNLINK or a renewal, still out at shutdown
+        started.set()
+        release.wait(10)
+
+    loop.call_soon_threadsafe(lambda: loop.run_in_executor(None, blocking_call))
+    assert started.wait(5)
+    closer = threading.Thread(target=services.close)
+    closer.start()
+    time.sleep(0.2)  # close() has stopped the loop; it now waits for the worker thread
+
+    def flush_now() -> None:  # as the due timer of a key discarded late would
+        j.discard("late")
+        j._flush()
+        flushed.set()
+
+    loop.call_soon_threadsafe(flush_now)
+    assert flushed.wait(5)
+    release.set()
+    closer.join(10)
+    assert not closer.is_alive()
+    assert recorder.unlinks == []
+    assert not services._tasks  # nothing was started (and so nothing destroyed pending)
