@@ -31,6 +31,7 @@ from syncprims._protocol.names import (
     lock_reservation_name,
     lock_waiters_name,
 )
+from syncprims._services import pubsub as pubsub_module
 from tests.harness import Face, sharded_pubsub, within
 
 
@@ -272,12 +273,15 @@ def _parked(client: Any, lock: Any) -> int:
 
 @pytest.mark.real
 def test_a_lingering_subscription_saves_the_attempt_after_subscribing(
-    real_url: str, name: str
+    real_url: str, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A client that waited for the lock moments ago still has the channel subscribed: its
     next wait takes that subscription before its first attempt, so a failed attempt is
     followed by the wait itself, not by a second attempt, and the release still wakes it
-    (a long re-check interval: a lost wake-up would show as a wait of 30 s)."""
+    (a long re-check interval: a lost wake-up would show as a wait of 30 s). The
+    subscription lingers 30 s here, not 1 s: a loaded run spent over a second between the
+    two waits, and the second one subscribed again."""
+    monkeypatch.setattr(pubsub_module, "LINGER", 30.0)
     raw = redis.Redis.from_url(real_url)
     holder = syncprims.connect(real_url)
     waiter = syncprims.connect(real_url, wait_recheck_interval=30)
