@@ -314,12 +314,13 @@ def test_a_redelivered_run_waits_out_its_dead_run(
     killed = time.monotonic()
     os.kill(child, signal.SIGKILL)
     store.decr(f"active:{key}")  # the dead run's body never left
-    wait_for(lambda: count(store, "runs", key) == 2, WATCHDOG + 10, "the redelivered run")
+    wait_for(lambda: count(store, "runs", key) == 2, WATCHDOG + 30, "the redelivered run")
     restarted = time.monotonic() - killed
     print(f"the redelivered run started {restarted:.2f} s after the kill")
     assert settled([task_id]) == ["SUCCESS"]
     assert count(store, "overlaps", key) == 0
     # the lease (from the last renewal before the kill), plus the worker noticing the dead
-    # child, requeueing, and a child free to take the message (a new one forked): seconds
-    # under load
-    assert restarted <= WATCHDOG + 8
+    # child, requeueing, and a child free to take the message (a new one forked): Celery's
+    # part took over 10 s in a loaded run, so this bounds a hang, not Celery's speed (the
+    # claim is the overlap count above)
+    assert restarted <= WATCHDOG + 30
