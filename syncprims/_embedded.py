@@ -127,27 +127,21 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def _ping(host: str, port: int, timeout: float) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith((b"+PONG", b"-NOAUTH"))
-    except OSError:
-        return False
-
-
 def _answering_pid(host: str, port: int, timeout: float) -> int | None:
-    """The process id of the server answering on ``port`` (``INFO server``); ``None`` when
-    it does not say (it wants a password, or is not Redis)."""
+    """The process id of the Redis server answering PING on ``port`` (``INFO server``'s
+    ``process_id``); 0 when it answers but wants a password; ``None`` when none answers
+    (yet)."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(b"INFO server\r\n")
+            sock.sendall(b"PING\r\nINFO server\r\n")
             data = b""
             while b"process_id:" not in data or not data.endswith(b"\r\n"):
                 chunk = sock.recv(65536)
-                data += chunk
-                if not chunk or data.startswith(b"-"):
+                if not chunk:
                     return None
+                data += chunk
+                if len(data) >= 7 and not data.startswith(b"+PONG\r\n"):
+                    return 0 if data.startswith(b"-NOAUTH") else None
     except OSError:
         return None
     line = data[data.index(b"process_id:") :].split(b"\r\n", 1)[0]
@@ -362,11 +356,11 @@ class RedisServer:
                 raise RuntimeError(
                     f"{self.executable} exited with {self.process.returncode} at start"
                 )
-            if _ping("127.0.0.1", self.port, 0.5):
-                answering = _answering_pid("127.0.0.1", self.port, 0.5)
-                if answering is None or answering == self.process.pid:
-                    return True
-                self.kill()  # another process's server answered
+            answering = _answering_pid("127.0.0.1", self.port, 0.5)
+            if answering in (0, self.process.pid):  # 0: it wants a password, no pid said
+                return True
+            if answering is not None:  # another process's server answered
+                self.kill()
                 return False
             time.sleep(0.02)
         self.kill()

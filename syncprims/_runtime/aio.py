@@ -68,7 +68,7 @@ class AsyncExecutor(ExecutorBase[AsyncServer, TaskSubscriber]):
             )
         else:
             self.transport = server(source.pool, source.address)
-        self.pubsub = self._make_pubsub(TaskSubscriber)
+        self._make_pubsub(TaskSubscriber)
         self.services = CallerLoop(loop, self.name)
         self._make_services(self.services, self.transport)
 

@@ -125,16 +125,16 @@ class ExecutorBase(Generic[N, S]):
     """
 
     record: ClientRecord
-    """The client's record in Redis (set by each executor, on its services loop)."""
+    """The client's record in Redis (:meth:`_make_services`)."""
     janitor: Janitor
-    """Deletes the unlock latch keys in the background (set by each executor)."""
+    """Deletes the unlock latch keys in the background (:meth:`_make_services`)."""
     watchdog: Watchdog
-    """Renews leases and checks holds when a server lost data (set by each executor)."""
+    """Renews leases and checks holds when a server lost data (:meth:`_make_services`)."""
     listeners: ObjectListeners
-    """The objects' keyspace listeners (set by each executor)."""
+    """The objects' keyspace listeners (:meth:`_make_services`)."""
     pubsub: S | ClusterSubscribers[S]
-    """The client's pub/sub: one driver, or a cluster's one per node and mode (set by each
-    executor)."""
+    """The client's pub/sub: one driver, or a cluster's one per node and mode
+    (:meth:`_make_pubsub`)."""
     transport: N | ClusterRouter[N]
     """The face's transport: a server, or a cluster router of its servers; both satisfy
     ``syncprims._transport.server.Server``."""
@@ -342,13 +342,13 @@ class ExecutorBase(Generic[N, S]):
         (a blocking call's reply never outlives its caller)."""
         return await self.transport.eval_then(call, then, context=context)
 
-    def _make_pubsub(self, make: Callable[..., S]) -> S | ClusterSubscribers[S]:
-        """The client's pub/sub (``make``: the face's driver class); call once
-        :attr:`transport` is set."""
+    def _make_pubsub(self, make: Callable[..., S]) -> None:
+        """Make :attr:`pubsub` (``make``: the face's driver class), once :attr:`transport`
+        is set."""
         timeout = self.bounds.timeout
         router = self.transport
         if isinstance(router, ClusterRouter):
-            return ClusterSubscribers(
+            self.pubsub = ClusterSubscribers(
                 router.node_of,
                 self.sharded,
                 lambda node, sharded: make(
@@ -359,7 +359,10 @@ class ExecutorBase(Generic[N, S]):
                     sharded=sharded,
                 ),
             )
-        return make(self.source.pool, address=self.source.address, timeout=timeout, name=self.name)
+        else:
+            self.pubsub = make(
+                self.source.pool, address=self.source.address, timeout=timeout, name=self.name
+            )
 
     def _make_services(self, services: Scheduler, runner: Runner) -> None:
         """The watchdog, the janitor, the listeners and the record, on ``services`` (the

@@ -108,7 +108,7 @@ class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
             self.transport = SyncServer(
                 source.pool, address=source.address, timeout=timeout, share=config.pool_share
             )
-        self.pubsub = self._make_pubsub(ThreadSubscriber)
+        self._make_pubsub(ThreadSubscriber)
         self._pop_mutex = threading.Lock()
         self._popping = 0  # waits popping their grant now (claim_pop)
         self._routed: dict[int, tuple[Sequence[Call], list[Routed]]] = {}  # eval_many's

@@ -377,11 +377,7 @@ class ThreadSubscriber(Subscriber):
     Args: as :class:`Subscriber`.
     """
 
-    def __init__(
-        self, pool: Any, *, address: str, timeout: float, name: str, sharded: bool = False
-    ) -> None:
-        super().__init__(pool, address=address, timeout=timeout, name=name, sharded=sharded)
-        self._thread: threading.Thread | None = None
+    _thread: threading.Thread | None = None  # the reader, started by the first acquire
 
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
         """As :meth:`Subscriber.acquire` (never suspends)."""
