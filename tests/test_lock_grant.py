@@ -34,7 +34,7 @@ from syncprims._protocol.names import (
     lock_handoff_list_prefix,
     lock_waiters_name,
 )
-from syncprims._transport.compat import give, take
+from syncprims._transport.compat import PoolExhaustedError, give, take
 from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, within
 from tests.test_lock_one_wake import _Entry, _registered
@@ -490,12 +490,26 @@ def test_a_direct_wait_holds_none_of_the_pools_connections(
         thread = _wait_in_thread(waiter, name, result)
         assert _sole_member(raw, name).startswith("b|")
         transport: Any = waiter._ex.transport
-        while transport._idle:  # the kept connection of the attempt goes back...
-            give(source, transport._idle.pop())
-            transport._pooled -= 1
-        taken = [take(source) for _ in range(4)]  # ...and the whole pool is free
-        for conn in taken:
-            give(source, conn)
+        # The kept connection of the attempt goes back, and the whole pool is free, while
+        # the thread waits (its attempt's reply may still be being read when its member is
+        # seen: a loaded run found that connection out, and so takes the pool again).
+        deadline = time.monotonic() + 5
+        while True:
+            while transport._idle:
+                give(source, transport._idle.pop())
+                transport._pooled -= 1
+            taken: list[Any] = []
+            try:
+                taken.extend(take(source) for _ in range(4))
+                break
+            except PoolExhaustedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+            finally:
+                for conn in taken:
+                    give(source, conn)
+        assert not result  # still waiting
         holder.get_lock(name).unlock()
         thread.join(10)
         assert result == [True]
