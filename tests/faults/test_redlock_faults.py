@@ -382,3 +382,45 @@ def test_a_late_release_that_meets_noscript_still_runs(doomed: list[RedisServer]
         asyncio.run(run())
     finally:
         slow.close()
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_shutdown_finishes_the_calls_a_fan_out_left_late(
+    doomed: list[RedisServer], face: str
+) -> None:
+    """A RedLock's fan-out stops at its quorum and leaves a slow master's calls to finish
+    in the background (its late grant undone, a release queued behind it). A shutdown
+    right after leaves nothing on any master: those calls finish first, within their
+    timeout (closed under them, the grant would stay until its lease)."""
+    slow = FaultProxy(doomed[4].port)
+    urls = [s.url for s in doomed]
+    urls[4] = slow.url
+    name = f"late-at-shutdown-{face}"
+
+    async def run_async() -> None:
+        group = await syncprims.asyncio.connect_many(urls, timeout=2)
+        red = group.get_red_lock(name)
+        assert await red.try_lock(lease_time=10)  # scripts loaded everywhere
+        await red.unlock()
+        await asyncio.sleep(0.3)
+        slow.reply_latency = 0.4  # master 4 answers after the quorum's grace
+        assert await red.try_lock(lease_time=10)
+        await red.unlock()
+        await group.shutdown()
+
+    try:
+        if face == "async":
+            asyncio.run(run_async())
+        else:
+            group = syncprims.connect_many(urls, timeout=2)
+            red = group.get_red_lock(name)
+            assert red.try_lock(lease_time=10)
+            red.unlock()
+            time.sleep(0.3)
+            slow.reply_latency = 0.4
+            assert red.try_lock(lease_time=10)
+            red.unlock()
+            group.shutdown()
+        assert lock_fields(doomed, name) == [0, 0, 0, 0, 0]
+    finally:
+        slow.close()

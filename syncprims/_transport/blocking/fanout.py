@@ -124,7 +124,9 @@ def fan_out(calls: Sequence[Routed], enough: Enough | None = None) -> list[Any]:
             lane_of(server).finish(call, in_flight.pop(i), deadlines[i])
         for i, handoff in queued.items():  # calls queued behind a busy server's lane
             if enough is not None and enough(results):
-                handoff.abandon()
+                # A reply the lane delivered already is this fan-out's (the lane gave it to
+                # nobody else): dropped, a grant stayed held, unrenewed, until its lease.
+                results[i] = handoff.abandon()
             else:
                 results[i] = handoff.take()
     finally:
@@ -241,11 +243,14 @@ class Handoff:
                 self._abandoned = True
             return self._value
 
-    def abandon(self) -> None:
-        """The fan-out no longer needs it: its reply goes to the call's ``on_orphan`` (an
-        attempt not sent yet is not sent at all)."""
+    def abandon(self) -> Any:
+        """The fan-out no longer waits for it: a reply to come goes to the call's
+        ``on_orphan`` (an attempt not sent yet is not sent at all). Returns the reply when
+        it was delivered already (:meth:`set` returned ``True``: nobody else has it, so the
+        fan-out must take it), else ``PENDING``."""
         with self._lock:
             self._abandoned = True
+            return self._value
 
     def abandoned(self) -> bool:
         """Whether the fan-out stopped waiting for it."""
