@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import threading
 import time
@@ -620,6 +621,43 @@ async def test_a_multi_lock_is_lost_with_any_sub_lock(
     assert len(told) == 1 and await a(lambda: both.is_lost)
     with pytest.raises(LockNotHeldError):
         await a(both.unlock)
+
+
+def test_a_multi_lock_made_per_use_leaves_nothing_on_its_sub_locks(
+    redis_server: RedisServer, name: str
+) -> None:
+    """A sub-lock tells the MultiLocks made over it of its losses, holding them weakly: one
+    made for each use and dropped leaves its sub-locks as they were, and one still in use
+    is told of a loss of the hold it took (and of no other)."""
+    client = syncprims.connect(redis_server.url, lock_watchdog_timeout=0.6)
+    try:
+        subs = [client.get_lock(f"{name}:{i}") for i in "ab"]
+        for _ in range(50):
+            with client.get_multi_lock(*subs):
+                pass
+        gc.collect()
+        assert [len(sub._core.holds.watchers) for sub in subs] == [0, 0]
+        told: list[str] = []
+        kept = client.get_multi_lock(*subs, on_lost=lambda _, reason: told.append(reason))
+        other = client.get_lock(f"{name}:c")  # lost too, but not a sub-lock of kept
+        other.lock()
+        kept.lock()
+        raw = redis.Redis(port=redis_server.port)
+        try:
+            raw.delete(f"{name}:c")
+            deadline = time.monotonic() + 5
+            while not other.is_lost and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert other.is_lost and told == [] and not kept.is_lost
+            raw.delete(f"{name}:b")
+            deadline = time.monotonic() + 5
+            while not told and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert len(told) == 1 and kept.is_lost
+        finally:
+            raw.close()
+    finally:
+        client.shutdown()
 
 
 def test_a_release_whose_replies_are_all_still_to_come_is_retried_not_called_not_held(

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from syncprims import _observe
-from syncprims._core.lock import AttemptUndo, LockCore, lock_policy, release_on_exit
+from syncprims._core.lock import AttemptUndo, Holds, LockCore, lock_policy, release_on_exit
 from syncprims._core.retry import releasing
 from syncprims._core.waiting import WaitPlan, acquire_loop
 from syncprims._protocol.contracts import PENDING, Call, Enough, Executor, Subscription
@@ -116,18 +116,15 @@ def _released(sub: LockCore, owner: int) -> str:
 
 class _Watch:
     """One owner's hold of a MultiLock or RedLock: the sub-locks it took, those lost since,
-    and whether the loss of the whole was told (once). Sub-lock losses come from the
-    services threads of several clients: a mutex guards it."""
+    and whether the loss of the whole was told (once); guarded by the lock's mutex."""
 
-    __slots__ = ("depth", "held", "listeners", "lost", "mutex", "told")
+    __slots__ = ("depth", "held", "lost", "told")
 
     def __init__(self) -> None:
         self.depth = 0  # acquisitions not yet released (reentrancy)
         self.held: set[int] = set()  # indexes of the sub-locks taken
         self.lost: set[int] = set()
-        self.listeners: dict[int, Callable[[LossReason], None]] = {}
         self.told = False
-        self.mutex = threading.Lock()
 
 
 class MultiLockCore:
@@ -154,6 +151,12 @@ class MultiLockCore:
         self.on_lost: Callable[[str, LossReason], None] | None = None
         self._watches: dict[int, _Watch] = {}  # owner -> its hold (see _Watch)
         self._lost: dict[int, LossReason] = {}  # owner -> why its hold was lost
+        # Sub-lock losses come from the services threads of several clients. Each sub-lock
+        # tells this lock of every loss of its own (Holds.watch_by), and this lock finds
+        # the owner whose hold it was: nothing is registered per hold.
+        self._mutex = threading.Lock()
+        for sub in self.locks:
+            sub.holds.watch_by(self)
 
     @staticmethod
     def needed(count: int) -> int:
@@ -347,53 +350,56 @@ class MultiLockCore:
     # -- loss -----------------------------------------------------------------------------
 
     def _watch(self, owner: int, taken: Sequence[int]) -> None:
-        """``owner`` acquired the sub-locks at ``taken``: listen for their losses."""
+        """``owner`` acquired the sub-locks at ``taken``: their losses count from now."""
         self._lost.pop(owner, None)
         watch = self._watches.get(owner)
         if watch is None:
             watch = self._watches[owner] = _Watch()
         watch.depth += 1
-        for i in taken:
-            if i not in watch.held:
-                watch.held.add(i)
-                listener = watch.listeners[i] = self._listener(owner, watch, i)
-                self.locks[i].holds.add_loss_listener(owner, listener)
+        watch.held.update(taken)
 
-    def _listener(self, owner: int, watch: _Watch, index: int) -> Callable[[LossReason], None]:
-        def lost(reason: LossReason) -> None:  # on the sub-lock's client's services thread
-            with watch.mutex:
-                watch.lost.add(index)
-                if watch.told or len(watch.held - watch.lost) >= self.need:
-                    return  # a minority of a RedLock's: still held
-                watch.told = True
-                self._lost[owner] = reason
-            log.warning(
-                "%s held by owner %s was lost: %d of %d sub-locks lost (%s), %d required",
-                self.context("the"),
-                owner,
-                len(watch.lost),
-                len(self.locks),
-                reason,
-                self.need,
-            )
-            _observe.lost(self.kind, reason)
-            if self.on_lost is not None:
-                self.on_lost(self.error_name, reason)
+    def sub_lost(self, holds: Holds, field: str, reason: LossReason) -> None:
+        """The hold of ``field`` on the sub-lock whose :class:`Holds` is ``holds`` was lost
+        (on that sub-lock's client's services thread): tell the owner's loss of the whole,
+        once, when too few of its sub-locks still hold it."""
+        for owner, watch in list(self._watches.items()):  # a copy: callers add and remove
+            hit = [
+                i
+                for i in watch.held
+                if self.locks[i].holds is holds and self.locks[i].field(owner) == field
+            ]
+            if hit:
+                self._lost_part(owner, watch, hit, reason)
 
-        return lost
+    def _lost_part(self, owner: int, watch: _Watch, lost: list[int], reason: LossReason) -> None:
+        with self._mutex:
+            watch.lost.update(lost)
+            if watch.told or len(watch.held - watch.lost) >= self.need:
+                return  # a minority of a RedLock's: still held
+            watch.told = True
+            self._lost[owner] = reason
+        log.warning(
+            "%s held by owner %s was lost: %d of %d sub-locks lost (%s), %d required",
+            self.context("the"),
+            owner,
+            len(watch.lost),
+            len(self.locks),
+            reason,
+            self.need,
+        )
+        _observe.lost(self.kind, reason)
+        if self.on_lost is not None:
+            self.on_lost(self.error_name, reason)
 
     def _unwatch(self, owner: int) -> None:
-        """One release of ``owner``'s hold began: at the last, stop listening."""
+        """One release of ``owner``'s hold began: at the last, its losses no longer count."""
         self._lost.pop(owner, None)
         watch = self._watches.get(owner)
         if watch is None:
             return
         watch.depth -= 1
-        if watch.depth > 0:
-            return
-        del self._watches[owner]
-        for i, listener in watch.listeners.items():
-            self.locks[i].holds.remove_loss_listener(owner, listener)
+        if watch.depth <= 0:
+            self._watches.pop(owner, None)
 
     def lost_reason(self, owner: int) -> LossReason | None:
         """Why ``owner``'s hold is known to be lost (too few sub-locks hold it, or its lease

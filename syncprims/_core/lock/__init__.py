@@ -7,6 +7,7 @@ non-reentrant locks, the leader election's lock) and the MultiLock use the names
 
 from syncprims._core.lock.core import LOCK_RENEWAL, AttemptUndo, LockCore
 from syncprims._core.lock.grant import Grant
+from syncprims._core.lock.holds import Holds
 from syncprims._core.lock.release import Releases, release_on_exit
 from syncprims._core.lock.replica_sync import ReplicaSync
 from syncprims._core.lock.wakeup import ONE_WAKE_ENTRY_MS, UNLOCK_MESSAGE, lock_policy
@@ -17,6 +18,7 @@ __all__ = [
     "UNLOCK_MESSAGE",
     "AttemptUndo",
     "Grant",
+    "Holds",
     "LockCore",
     "Releases",
     "ReplicaSync",

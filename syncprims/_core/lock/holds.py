@@ -10,15 +10,23 @@ Redis still has a hold is the lock's question (``LockCore.ensure_held``).
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from syncprims import _observe
 from syncprims._core.lock.view import LockView
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import drift, lease_ms
 
-__all__ = ["Holds", "max_hold_seconds"]
+__all__ = ["Holds", "LossWatcher", "max_hold_seconds"]
+
+
+class LossWatcher(Protocol):
+    """A lock made over other locks (a MultiLock's core), told of their losses."""
+
+    def sub_lost(self, holds: Holds, field: str, reason: LossReason) -> None:
+        """``field``'s hold on the lock whose :class:`Holds` is ``holds`` was lost."""
 
 
 def max_hold_seconds(lease_time: object, max_hold: object) -> float:
@@ -48,6 +56,7 @@ class Holds:
         "listeners",
         "lost",
         "on_lost",
+        "watchers",
     )
 
     def __init__(self, lock: LockView) -> None:
@@ -62,6 +71,8 @@ class Holds:
         self.listeners: dict[str, list[Callable[[LossReason], None]]] = {}
         # The lock's loss callback (``get_lock(on_lost=...)``): ``on_lost(name, reason)``.
         self.on_lost: Callable[[str, LossReason], None] | None = None
+        # The MultiLocks and RedLocks made over this lock, told of every loss (watch_by).
+        self.watchers: dict[int, weakref.ref[LossWatcher]] = {}
 
     def lease(self, field: str) -> int:
         """The lease (ms) of ``field``'s last acquire, else the watchdog's."""
@@ -130,12 +141,24 @@ class Holds:
         _observe.lost(lock.kind, reason)
         for listener in list(self.listeners.get(field, ())):
             listener(reason)
+        for ref in list(self.watchers.values()):
+            watcher = ref()
+            if watcher is not None:
+                watcher.sub_lost(self, field, reason)
         if self.on_lost is not None:
             self.on_lost(name, reason)
 
     def add_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
         """Call ``listener(reason)`` (on the services thread) if ``owner``'s hold is lost."""
         self.listeners.setdefault(self._lock.field(owner), []).append(listener)
+
+    def watch_by(self, watcher: LossWatcher) -> None:
+        """Tell ``watcher`` (a MultiLock or RedLock over this lock) of each loss, whoever's
+        hold it was, for as long as the watcher lives (it is held weakly): the watcher
+        finds the owner, so that a hold registers nothing."""
+        key = id(watcher)
+        watchers = self.watchers
+        watchers[key] = weakref.ref(watcher, lambda _: watchers.pop(key, None))
 
     def remove_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
         """Undo :meth:`add_loss_listener`."""
