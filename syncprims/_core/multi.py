@@ -362,10 +362,11 @@ class MultiLockCore:
         """The hold of ``field`` on the sub-lock whose :class:`Holds` is ``holds`` was lost
         (on that sub-lock's client's services thread): tell the owner's loss of the whole,
         once, when too few of its sub-locks still hold it."""
-        for owner, watch in list(self._watches.items()):  # a copy: callers add and remove
+        # Copies (each made in one step): the callers' threads add and remove meanwhile.
+        for owner, watch in list(self._watches.items()):
             hit = [
                 i
-                for i in watch.held
+                for i in tuple(watch.held)
                 if self.locks[i].holds is holds and self.locks[i].field(owner) == field
             ]
             if hit:
