@@ -72,7 +72,7 @@ class Holds:
         # The lock's loss callback (``get_lock(on_lost=...)``): ``on_lost(name, reason)``.
         self.on_lost: Callable[[str, LossReason], None] | None = None
         # The MultiLocks and RedLocks made over this lock, told of every loss (watch_by).
-        self.watchers: dict[int, weakref.ref[LossWatcher]] = {}
+        self.watchers: weakref.WeakValueDictionary[int, LossWatcher] = weakref.WeakValueDictionary()
 
     def lease(self, field: str) -> int:
         """The lease (ms) of ``field``'s last acquire, else the watchdog's."""
@@ -141,7 +141,7 @@ class Holds:
         _observe.lost(lock.kind, reason)
         for listener in list(self.listeners.get(field, ())):
             listener(reason)
-        for ref in list(self.watchers.values()):
+        for ref in self.watchers.valuerefs():  # a list, made in one step
             watcher = ref()
             if watcher is not None:
                 watcher.sub_lost(self, field, reason)
@@ -156,9 +156,7 @@ class Holds:
         """Tell ``watcher`` (a MultiLock or RedLock over this lock) of each loss, whoever's
         hold it was, for as long as the watcher lives (it is held weakly): the watcher
         finds the owner, so that a hold registers nothing."""
-        key = id(watcher)
-        watchers = self.watchers
-        watchers[key] = weakref.ref(watcher, lambda _: watchers.pop(key, None))
+        self.watchers[id(watcher)] = watcher
 
     def remove_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
         """Undo :meth:`add_loss_listener`."""
