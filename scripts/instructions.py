@@ -15,7 +15,9 @@ Usage (from the repository; valgrind and redis-server on PATH)::
     python scripts/instructions.py --tree /path/to/other/checkout rlock   # A/B another tree
 
 Kinds: ``rlock`` (an uncontended RLock pair), ``redlock`` (a RedLock pair on 5 masters),
-``redlock1`` (on 1 master), ``fan-out`` (syncprims' blocking fan-out with the same two
+``redlock1`` (on 1 master), ``alock`` (an asyncio RLock pair, one task), ``tasks2000``
+(2,000 asyncio tasks on one client, a lock each, 3 and 9 pairs each at ``--pairs 300``;
+the figure is per pair), ``fan-out`` (syncprims' blocking fan-out with the same two
 scripts on 5 masters and no lock book-keeping), or any peer of ``syncprims bench``.
 """
 
@@ -64,17 +66,40 @@ elif kind in ("redlock", "redlock1", "fan-out"):
                      ["0", 30000, field, "PUBLISH", 13500]), "releasing"))
                     for i, (sub, field) in enumerate(zip(subs, fields))]
         step = lambda: (fan_out(acquire), fan_out(release()))
+elif kind in ("alock", "tasks2000"):
+    import asyncio
+    import syncprims.asyncio
+    tasks = 1 if kind == "alock" else 2000
+    async def run():
+        client = await syncprims.asyncio.connect(urls[0])
+        locks = [client.get_lock(f"instructions:{os.getpid()}:{i}") for i in range(tasks)]
+        async def pairs_of(lock, n):
+            for _ in range(n):
+                await lock.lock()
+                await lock.unlock()
+        async def each(n):
+            await asyncio.gather(*(pairs_of(lock, n) for lock in locks))
+        await each(200 if tasks == 1 else 1)
+        await each(pairs if tasks == 1 else pairs // 100)  # 20 pairs per unit: UNIT below
+        await client.shutdown()
+    asyncio.run(run())
+    step = None
 else:
     from syncprims.bench.peers import open_peer
     session = open_peer(kind, urls)
     lock = session.lock(f"instructions:{os.getpid()}")
     step, close = (lambda: (lock.acquire(), lock.release())), session.close
-for _ in range(200):
-    step()
-for _ in range(pairs):
-    step()
-close()
+if step is not None:
+    for _ in range(200):
+        step()
+    for _ in range(pairs):
+        step()
+    close()
 """
+
+# Pairs a kind runs per unit of ``--pairs``: 2,000 tasks run 20 pairs per unit, so that
+# ``--pairs 300`` gives each task 3 (and 9) pairs.
+UNIT = {"tasks2000": 20}
 
 
 def count(tree: Path, kind: str, pairs: int, urls: list[str]) -> int:
@@ -116,7 +141,8 @@ def main() -> int:
         for kind in args.kinds:
             once = count(args.tree, kind, args.pairs, urls)
             thrice = count(args.tree, kind, 3 * args.pairs, urls)
-            print(f"{kind:32} {(thrice - once) / (2 * args.pairs):>12,.0f} instructions per pair")
+            per_pair = (thrice - once) / (2 * args.pairs * UNIT.get(kind, 1))
+            print(f"{kind:32} {per_pair:>12,.0f} instructions per pair")
     finally:
         for server in servers:
             server.stop()

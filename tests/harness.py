@@ -42,7 +42,7 @@ __all__ = [
     "raw_pubsub",
     "raw_redis",
     "client_url",
-    "redis_py_major",
+    "redis_py_version",
     "sharded_pubsub",
     "within",
 ]
@@ -107,9 +107,10 @@ def client_url(url: str) -> str:
     return url
 
 
-def redis_py_major() -> int:
-    """The installed redis-py's major version (tests of redis-py's own behaviour only)."""
-    return int(redis.__version__.split(".")[0])
+def redis_py_version() -> tuple[int, ...]:
+    """The installed redis-py's version, ``(8, 2, 0)`` (tests of redis-py's own behaviour
+    only)."""
+    return tuple(int(part) for part in redis.__version__.split(".")[:3] if part.isdigit())
 
 
 def raw_command(client: redis.Redis, *args: str | int) -> Any:
