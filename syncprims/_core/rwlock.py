@@ -71,6 +71,8 @@ class _SideCore(LockCore):
 
     one_wake_part = None  # scripts of its own
     grant_part = None
+    mode = ""  # the side's ``mode`` in the hash, and the message its release publishes
+    unlock_message = ""
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
@@ -84,6 +86,13 @@ class _SideCore(LockCore):
         read = LockCore.field(self, owner)
         return [read, f"{read}:write"]
 
+    def force_unlock_command(self) -> ScriptCall:
+        return ScriptCall(
+            scripts.RW_FORCE_UNLOCK,
+            [self.name, self.channel],
+            [self.mode, self.unlock_message, self.publish],
+        )
+
 
 class ReadLockCore(_SideCore):
     """The read side."""
@@ -91,19 +100,15 @@ class ReadLockCore(_SideCore):
     KIND = KINDS["read"]
     kind = KIND.display
     renewal = READ_RENEWAL
+    mode = "read"
+    unlock_message = READ_UNLOCK_MESSAGE
 
     def acquire_command(self, field: str, lease: int, wait: float) -> ScriptCall:
+        keys = [self.name, rw_lease_prefix(self.name, field)]
+        args: list[Arg] = [lease, field, f"{field}:write"]
         if self.writer_preference:
-            return ScriptCall(
-                scripts.RW_READ_ACQUIRE_WP,
-                [self.name, rw_lease_prefix(self.name, field), self.writers],
-                [lease, field, f"{field}:write"],
-            )
-        return ScriptCall(
-            scripts.RW_READ_ACQUIRE,
-            [self.name, rw_lease_prefix(self.name, field)],
-            [lease, field, f"{field}:write"],
-        )
+            return ScriptCall(scripts.RW_READ_ACQUIRE_WP, [*keys, self.writers], args)
+        return ScriptCall(scripts.RW_READ_ACQUIRE, keys, args)
 
     def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
         ex = self._ex
@@ -117,13 +122,6 @@ class ReadLockCore(_SideCore):
                 unlock_key,
             ],
             [READ_UNLOCK_MESSAGE, field, self.publish, ex.bounds.unlock_key_ttl_ms],
-        )
-
-    def force_unlock_command(self) -> ScriptCall:
-        return ScriptCall(
-            scripts.RW_FORCE_UNLOCK,
-            [self.name, self.channel],
-            ["read", READ_UNLOCK_MESSAGE, self.publish],
         )
 
     async def is_locked(self) -> bool:
@@ -141,6 +139,8 @@ class WriteLockCore(_SideCore):
 
     KIND = KINDS["write"]
     kind = KIND.display
+    mode = "write"
+    unlock_message = WRITE_UNLOCK_MESSAGE
 
     def field(self, owner: int) -> str:
         return f"{super().field(owner)}:write"
@@ -183,13 +183,6 @@ class WriteLockCore(_SideCore):
                 self.publish,
                 ex.bounds.unlock_key_ttl_ms,
             ],
-        )
-
-    def force_unlock_command(self) -> ScriptCall:
-        return ScriptCall(
-            scripts.RW_FORCE_UNLOCK,
-            [self.name, self.channel],
-            ["write", WRITE_UNLOCK_MESSAGE, self.publish],
         )
 
     async def is_locked(self) -> bool:
