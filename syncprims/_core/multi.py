@@ -44,6 +44,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+
 from syncprims import _observe
 from syncprims._core.lock import AttemptUndo, Holds, LockCore, lock_policy, release_on_exit
 from syncprims._core.retry import releasing
@@ -114,17 +116,15 @@ def _released(sub: LockCore, owner: int) -> str:
     return field
 
 
+@attrs.define(eq=False)
 class _Watch:
     """One owner's hold of a MultiLock or RedLock: the sub-locks it took, those lost since,
     and whether the loss of the whole was told (once); guarded by the lock's mutex."""
 
-    __slots__ = ("depth", "held", "lost", "told")
-
-    def __init__(self) -> None:
-        self.depth = 0  # acquisitions not yet released (reentrancy)
-        self.held: set[int] = set()  # indexes of the sub-locks taken
-        self.lost: set[int] = set()
-        self.told = False
+    depth: int = 0  # acquisitions not yet released (reentrancy)
+    held: set[int] = attrs.field(factory=set)  # indexes of the sub-locks taken
+    lost: set[int] = attrs.field(factory=set)
+    told: bool = False
 
 
 class MultiLockCore:
@@ -264,8 +264,7 @@ class MultiLockCore:
             return []
         own_keys = [_own_keys(sub) for sub, _ in holds]
         # One random id per release, made unique per call by its index: an unlock key is
-        # per call (two holds of one sub-lock in a set must not share one), and one
-        # secrets.token_hex per sub-lock was a system call each (docs/design.md).
+        # per call (two holds of one sub-lock in a set must not share one) [hot-6].
         request_id = new_request_id()
         calls: list[tuple[Call, str]] = [
             _release_call(sub, field, f"{request_id}:{i}") for i, (sub, field) in enumerate(holds)
@@ -301,10 +300,6 @@ class MultiLockCore:
                 unknown = unknown or retried_unknown
             sub.releases.settle(field, replies[i], calls[i][1], unknown=unknown)
         return replies
-
-    async def _release_quietly(self, holds: list[tuple[LockCore, str]]) -> None:
-        if holds:
-            await self._release(holds, retry=False)
 
     async def unlock_on_exit(self, owner: int) -> None:
         """The release that ends ``with lock:`` (``LockCore.unlock_on_exit``): quiet when
@@ -474,6 +469,7 @@ class MultiLockCore:
         return tuple([await lock.statistics(owner) for lock in self.locks])
 
 
+@attrs.define(eq=False)
 class _FanOut:
     """One MultiLock ``try_lock``'s attempts, and how its waiter parks between them (its
     plan's ``park``, ``syncprims._core.waiting``). An attempt runs every sub-lock's acquire at
@@ -483,30 +479,16 @@ class _FanOut:
     0.5..1, so that two contenders holding parts of the set do not collide forever) and the
     holders' TTLs; while no sub-lock was found held, it sleeps that back-off."""
 
-    __slots__ = (
-        "backoff",
-        "busy",
-        "core",
-        "hints",
-        "lease_s",
-        "owner",
-        "plans",
-        "unsettled",
-        "waiting",
-    )
-
-    def __init__(
-        self, core: MultiLockCore, owner: int, plans: list[Plan], lease_s: float | None
-    ) -> None:
-        self.core = core
-        self.owner = owner
-        self.plans = plans
-        self.lease_s = lease_s
-        self.backoff = MIN_BACKOFF
-        self.busy: Plan | None = None  # a sub-lock the last attempt found held, if any
-        self.hints: list[float] = []  # the TTLs of those held, seconds
-        self.waiting: tuple[Executor, Subscription] | None = None
-        self.unsettled: set[int] = set()  # sub-locks with an acquire whose reply may come
+    core: MultiLockCore
+    owner: int
+    plans: list[Plan]
+    lease_s: float | None
+    backoff: float = attrs.field(default=MIN_BACKOFF, init=False)
+    busy: Plan | None = attrs.field(default=None, init=False)  # a sub-lock found held, if any
+    hints: list[float] = attrs.field(factory=list, init=False)  # the TTLs of those, seconds
+    waiting: tuple[Executor, Subscription] | None = attrs.field(default=None, init=False)
+    # sub-locks with an acquire whose reply may come
+    unsettled: set[int] = attrs.field(factory=set, init=False)
 
     async def attempt(self) -> int | None:
         """One fan-out attempt (again at once after an ACL refusal turned a sub-lock to
@@ -537,8 +519,8 @@ class _FanOut:
             ]
             taken = [i for i, ttl in enumerate(ttls) if ttl is None]
             # Validity left, also under the watchdog (its first lease): grants whose
-            # replies came after it (the process was paused mid-acquire, found by the
-            # chaos campaign) may be someone else's by now, and are given back.
+            # replies came after it (the process was paused mid-acquire) may be someone
+            # else's by now, and are given back.
             lease_s = self.lease_s
             limit = lease_s if lease_s is not None else min(p[2] for p in plans) / 1000
             left = limit - elapsed - drift(limit)
@@ -569,7 +551,7 @@ class _FanOut:
                 if (isinstance(reply, TransportError) and reply.maybe_executed)
                 or (isinstance(reply, ServerReplyError) and reply.code != REENTRY_ERR)
             ]
-            await core._release_quietly([(plans[i][0], plans[i][1]) for i in taken + lost])
+            await core._release([(plans[i][0], plans[i][1]) for i in taken + lost], retry=False)
             reentry = [
                 i
                 for i, reply in enumerate(replies)

@@ -74,14 +74,9 @@ class SpinLockCore(LockCore):
         self.backoff = backoff or BackOff()
 
     async def wait_for(
-        self,
-        attempt: Attempt,
-        field: str,
-        wait: float,
-        first: int | None = None,
-        started: float | None = None,
+        self, attempt: Attempt, field: str, wait: float, plain: tuple[int | None, float | None]
     ) -> bool:
-        # ``first``/``started`` come from the RLock's one wake-up only (none here)
+        # ``plain`` comes from the RLock's one wake-up only (none here)
         return await poll_loop(
             self._ex, attempt, wait=wait, delays=self.backoff.delays(), route=self.name
         )

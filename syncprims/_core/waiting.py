@@ -156,17 +156,15 @@ def waiting(ex: Executor, name: str | None) -> Iterator[None]:
         ex.release_ended()
 
 
+@attrs.define(eq=False)
 class _Attempts:
-    """The plan's attempts, with an unsent one during an outage read as "wait"
+    """A wait's attempts, with an unsent one during an outage read as "wait"
     (:data:`OUTAGE`) until the deadline (module docstring)."""
 
-    __slots__ = ("attempt", "deadline", "ex", "outages")
-
-    def __init__(self, ex: Executor, attempt: Attempt, deadline: float) -> None:
-        self.ex = ex
-        self.attempt = attempt
-        self.deadline = deadline
-        self.outages = 0
+    ex: Executor
+    attempt: Attempt
+    deadline: float
+    outages: int = attrs.field(default=0, init=False)
 
     async def __call__(self) -> int | None:
         try:
@@ -351,30 +349,16 @@ async def poll_loop(
     Returns:
         ``True`` when acquired, ``False`` when ``wait`` ran out.
     """
-    deadline = ex.monotonic() + wait
-    warned = False
-
-    async def attempt_or_outage() -> int | None:
-        nonlocal warned
-        try:
-            return await attempt()
-        except TransportError as error:
-            if error.maybe_executed or ex.monotonic() >= deadline:
-                raise
-            if not warned:
-                warned = True
-                log.warning("Redis unreachable while polling (%s); retrying", error)
-            return OUTAGE
-
-    if await attempt_or_outage() is None:
+    attempts = _Attempts(ex, attempt, ex.monotonic() + wait)
+    if await attempts() is None:
         return True
     with waiting(ex, route):
         for delay in delays:
-            remaining = deadline - ex.monotonic()
+            remaining = attempts.deadline - ex.monotonic()
             if remaining <= 0:
                 return False
             await ex.sleep(min(delay, remaining))
             ex.refuse_if_closing("polling")
-            if await attempt_or_outage() is None:
+            if await attempts() is None:
                 return True
     return False

@@ -21,8 +21,7 @@ Decisions (see also ``docs/locks.md``):
   unlock, whatever the unlock's outcome.
 * A release whose outcome is unknown (a copy was sent and no reply read) may still run
   later; its unlock key is kept and the owner's next fresh hold takes a new field
-  (``<client uuid>:<owner id>.<n>``) that the late copy does not name (``release.py``; found
-  by the chaos campaign).
+  (``<client uuid>:<owner id>.<n>``) that the late copy does not name (``release.py``).
 
 The mechanisms around the algorithm are parts the lock owns, each a module of this package:
 the one wake-up per release and the lock channels' wake-up rules (``wakeup.py``,
@@ -40,6 +39,8 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ClassVar
+
+import attrs
 
 from syncprims import _observe
 from syncprims._core.info import lock_info
@@ -240,22 +241,15 @@ class LockCore(ExpirableCore):
         )
 
     async def wait_for(
-        self,
-        attempt: Attempt,
-        field: str,
-        wait: float,
-        first: int | None = None,
-        started: float | None = None,
+        self, attempt: Attempt, field: str, wait: float, plain: tuple[int | None, float | None]
     ) -> bool:
         """Acquire with ``attempt`` within ``wait`` seconds, woken by pub/sub (SpinLock polls),
         as the lock's wake-up part plans it (``wakeup.wait_plan``: with :attr:`one_wake`,
-        through the herald of the RLock's one wake-up per release). ``first``/``started``: a
-        plain first attempt's reply and its send time."""
+        through the herald of the RLock's one wake-up per release). ``plain``: a plain first
+        attempt's reply and its send time, or ``None``s."""
         give_up = self.give_up(field, wait)
         channel = self.wait_channel(field)
-        plan = wait_plan(
-            self, self.one_wake, channel, wait, give_up=give_up, plain=(first, started)
-        )
+        plan = wait_plan(self, self.one_wake, channel, wait, give_up=give_up, plain=plain)
         return await acquire_loop(self._ex, attempt, plan)
 
     # -- acquire ------------------------------------------------------------------------------
@@ -390,10 +384,9 @@ class LockCore(ExpirableCore):
         started: float | None = None  # and when it was sent: the wait counts from then
         if one_wake is not None and not ex.subscribed(self.channel, self.name):
             # No wait of this client on the lock moments ago (its channel would linger):
-            # most likely free. A plain attempt first, without setting up a wait (a grant
-            # wait, the waiters' count, the wait loop: about 10 % of an uncontended pair's
-            # CPU; docs/design.md). Taken, the wait loop starts from its reply; its next
-            # attempt, once subscribed, registers the wait.
+            # most likely free: a plain attempt before a wait is set up [hot-10]. Taken, the
+            # wait loop starts from its reply; its next attempt, once subscribed, registers
+            # the wait.
             started = ex.monotonic()
             try:
                 first = await self.attempt(field, lease, watchdog, 0.0)
@@ -425,7 +418,6 @@ class LockCore(ExpirableCore):
         object, not a closure: [hot-3]). ``plain``: the reply of a plain first attempt and
         when it was sent, or ``None``s."""
         ex = self._ex
-        first, started = plain
         parts, probe, wait = self.grant, attempts.probe, attempts.wait
         try:
             grant = (
@@ -439,9 +431,9 @@ class LockCore(ExpirableCore):
         ex.release_started()  # a wait may be granted the lock: shutdown lets it end
         try:
             if grant is not None and parts is not None:
-                acquired = await acquire_loop(ex, attempts, parts.plan(grant, wait, first, started))
+                acquired = await acquire_loop(ex, attempts, parts.plan(grant, wait, plain))
             else:  # after a plain attempt (``started``): the one-wake RLock's loop from it
-                acquired = await self.wait_for(attempts, attempts.field, wait, first, started)
+                acquired = await self.wait_for(attempts, attempts.field, wait, plain)
         except BaseException:
             probe.finish("error")
             raise
@@ -598,47 +590,33 @@ class LockCore(ExpirableCore):
         return await lock_info(self, self.KIND.layout)
 
 
+@attrs.define(eq=False)
 class AttemptUndo:
     """An acquire attempt's ``on_orphan``: its late reply, after its caller went away, goes
-    to the lock's ``on_abandoned_attempt`` (which releases what it took). One object per
-    call, where a closure made five (a function, its cell tuple and three cells), each
-    collected under thousands of tasks ([hot-3], [hot-4])."""
+    to the lock's ``on_abandoned_attempt`` (which releases what it took). An object, not a
+    closure: [hot-3], [hot-4]."""
 
-    __slots__ = ("field", "lock", "wait")
-
-    def __init__(self, lock: LockCore, field: str, wait: float) -> None:
-        self.lock = lock
-        self.field = field
-        self.wait = wait
+    lock: LockCore
+    field: str
+    wait: float
 
     def __call__(self, late: Any) -> Awaitable[None]:
         return self.lock.on_abandoned_attempt(self.field, self.wait, late)
 
 
+@attrs.define(eq=False)
 class _Attempts:
     """One ``try_lock`` wait's attempts (the wait loop's ``attempt``): a grant announced for
     its grant wait is taken without a script; else the lock's attempt, whose TTL the probe
     sees. An object, not a closure: [hot-3]."""
 
-    __slots__ = ("field", "grant", "lease", "lock", "probe", "wait", "watchdog")
-
-    def __init__(
-        self,
-        lock: LockCore,
-        field: str,
-        lease: int,
-        watchdog: bool,
-        *,
-        wait: float,
-        probe: _observe.Probe,
-    ) -> None:
-        self.lock = lock
-        self.field = field
-        self.lease = lease
-        self.watchdog = watchdog
-        self.wait = wait
-        self.probe = probe
-        self.grant: GrantWait | None = None  # set once the wait may be granted
+    lock: LockCore
+    field: str
+    lease: int
+    watchdog: bool
+    wait: float = attrs.field(kw_only=True)
+    probe: _observe.Probe = attrs.field(kw_only=True)
+    grant: GrantWait | None = attrs.field(default=None, init=False)  # once it may be granted
 
     async def __call__(self) -> int | None:
         lock, grant = self.lock, self.grant

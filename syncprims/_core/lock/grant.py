@@ -227,12 +227,12 @@ class Grant:
         return None
 
     def plan(
-        self, grant: GrantWait, wait: float, first: int | None, started: float | None
+        self, grant: GrantWait, wait: float, plain: tuple[int | None, float | None]
     ) -> WaitPlan:
         """How ``grant``'s wait of ``wait`` seconds waits: woken by this client's grant
         channel (the herald of its plan) and by the lock channel's ``0`` as any waiter; a
         direct wait pops its grant from its own list instead (:class:`_GrantPark`).
-        ``first``/``started``: a plain first attempt's reply and its send time."""
+        ``plain``: a plain first attempt's reply and its send time, or ``None``s."""
         channel, policy = self.wait_rule(grant.field)
         park = _GrantPark(self, grant, wait, self._lock.name)
         return WaitPlan(
@@ -243,8 +243,8 @@ class Grant:
             herald=self.channel_rule(),
             give_up=park.leave,
             park=park,
-            first=first,
-            started=started,
+            first=plain[0],
+            started=plain[1],
         )
 
     def end_wait(self, grant: GrantWait) -> None:
