@@ -1,35 +1,11 @@
 """LeaderElection: one leader at a time among the candidates of a name (syncprims; etcd's
-election API, Curator's ``LeaderLatch``/``LeaderSelector``, client-go's ``leaderelection``;
-docs/election.md).
+election API, Curator's ``LeaderLatch``/``LeaderSelector``, client-go's ``leaderelection``).
 
 Leadership *is* a hold of the election's lock, a FairLock (:class:`ElectionLockCore`), taken
 with the watchdog; nothing else decides who leads. So the lock machinery gives the election
-its waits (candidates queue in arrival order and are handed the lock by the one-hop grant,
-or woken one at a time: no polling), its renewals and its loss detection (a renewal that
-finds the hold gone, a lease that ran out here, a server that lost its data:
-``syncprims._core.lock.holds``).
-
-Layout (all in the slot of ``{name}``): the lock ``syncprims_election:{name}``, a FairLock
-hash whose holder's field is beside the leader's record (``term``, ``value``, ``since``),
-so that the record is renewed with the hold and goes with it; the FairLock's queue, deadlines
-and grant registry under their usual names for that key; the term counter
-``syncprims_election_term:{name}``; the observers' channel
-``syncprims_election_channel:{name}``.
-
-Decisions:
-
-* A term is ``max(counter + 1, the server's TIME in µs)`` (as a FencedLock's durable token),
-  written with the record once the lock is held (``election_seat.lua``): strictly higher
-  for every new leadership, also after the counter is lost with the server's data.
-* A candidate's place in the queue is its lock's *slot*: one lease (the FairLock's is the
-  wait time or 300 s). A candidate that died while queued holds the queue up for at most
-  about that long, not five minutes.
-* The lease is the election's own (``lease_time``, renewed every third of it by the client's
-  watchdog); ``is_leader()`` turns false when it ends here (sent time + lease - drift), which
-  is no later than Redis expires the hold; ``on_revoked`` runs once per leadership, on every
-  end of it (a loss, ``resign()``, shutdown, ``on_elected`` raising).
-* Shutdown (``Executor.closers``) stops the leader's work (the asyncio face's
-  ``lead_or_cancel``), then resigns, before the client closes.
+its waits, its renewals and its loss detection (``syncprims._core.lock.holds``). The term
+and the leader's record are written beside the holder's field once the lock is held
+(``election_seat.lua``). Layout, terms, slots, leases and shutdown: ``docs/election.md``.
 """
 
 from __future__ import annotations

@@ -2,38 +2,12 @@
 
 Layout (interoperable with Redisson): the RLock hash at the lock's name; a wait queue
 ``redisson_lock_queue:{name}`` (list of owner fields, head first) and the waiters' deadlines
-``redisson_lock_timeout:{name}`` (zset, epoch ms). Each waiter listens on its own channel
-``redisson_lock__channel:{name}:<owner field>``; a release notifies only the head of the
-queue. Every script first drops the stale waiters at the head (deadline passed), so a waiter
-that died without leaving delays the queue by at most its slot.
-
-Decisions (Redisson quirks, redisson-spec.md 13, decided on purpose):
-
-* The wait slot is the caller's ``wait_time`` converted to milliseconds when it is finite and
-  positive, else ``Config.fair_lock_wait_timeout`` (Java passes seconds as milliseconds when
-  ``tryLock(wait, unit)`` has no lease).
-* "The lock is free but another waiter is first in line" answers 0; the waiter retries after
-  a short back-off (5 ms doubling to 100 ms) instead of spinning.
-* ``unlock()`` of a fair lock that does not exist notifies the head waiter (the lock is free)
-  but raises ``LockNotHeldError``, like an RLock and ``threading.Lock`` (Redisson returns
-  success there).
-* A waiter that stops waiting (timeout, cancellation, interrupt) leaves the queue, and the
-  deadlines behind it move earlier by one slot. An asyncio acquire abandoned while its first
-  attempt was in flight is undone in the background: released if it acquired, dequeued if it
-  enqueued.
-* ``delete()`` removes the three keys without notifying anyone (Redisson); ``force_unlock()``
-  deletes the hash and notifies the head waiter.
-* Deadlines are computed from the client's wall clock (``now`` is passed to every script, as
-  in Redisson): keep clients' clocks roughly in sync.
-
-The one-hop grant (syncprims, ``Config.lock_grant_handoff``, as the RLock's: docs/design.md,
-"The FairLock's one-hop grant"): a syncprims waiter also registers in
-``syncprims_lock_waiters:{name}:fair`` (owner field -> its wait slot and registration), and a
-release whose head waiter is registered and alive makes that waiter's acquisition itself (out
-of the queue, its hold written, the grant marker set) and hands it over on the waiter's own
-list (the blocking face) or its client's grant channel (asyncio), instead of publishing "0"
-for the waiter to try again: one hop per handoff, not a message and a script. A Redisson
-waiter at the head (no registration) is notified as before.
+``redisson_lock_timeout:{name}`` (zset, epoch ms); a channel per waiter,
+``redisson_lock__channel:{name}:<owner field>``. Every script first drops the stale waiters
+at the head. Its wait slots, decisions (redisson-spec.md 13) and one-hop grant (syncprims,
+``syncprims_lock_waiters:{name}:fair``): ``docs/fair-lock.md`` and ``docs/design.md``, "The
+FairLock's one-hop grant". An abandoned asyncio attempt is undone in the background:
+released if it acquired, dequeued if it enqueued.
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """MultiLock and RedLock: several locks taken as one (Redisson ``RedissonMultiLock`` /
 ``RedissonRedLock``; redisson-spec.md 8; the Redis distlock page, "The Redlock algorithm").
 
-No keys of their own: each sub-lock keeps its own layout on its own server. One attempt runs
-every sub-lock's acquire script **in parallel** (the asyncio face gathers; the sync face
-writes every command, then reads the replies as they come), so it costs the slowest server,
-not the sum; a RedLock attempt costs its fastest majority: the fan-out stops once a quorum
-granted (or can no longer), after a short grace for the others (``Executor.eval_many``'s
-``enough``); what is still out finishes in the background and a late grant is released
-(``LockCore.on_abandoned_attempt``). Unlock likewise returns once a quorum released.
-A MultiLock needs every sub-lock; a RedLock a majority, ``n // 2 + 1``.
-
-Differences from Redisson, on purpose:
-
-* Sub-locks are tried together rather than one by one, each with the caller's lease (Redisson
-  gives each ``2 x wait`` and shortens it afterwards because it acquires sequentially).
-* With a lease, a RedLock (and a MultiLock) computes the **validity time**:
-  ``lease - elapsed - drift``, ``drift = lease * 0.01 + 2 ms``, on the monotonic clock. An
-  attempt whose validity is <= 0 counts as failed. ``validity_time()`` tells what is left.
-* A failed attempt releases what it took, and also (best effort) every sub-lock whose reply
-  was lost, since it may have been granted; then it waits on the release channel of a
-  sub-lock held by someone else, at most a jittered back-off (10 ms doubling to 200 ms, times
-  0.5..1) so that two contenders holding parts of the set do not collide forever.
-* A cancelled asyncio acquire leaves nothing held (Redisson issue #4456): calls in flight and
-  calls already answered are both undone.
-* Without a lease, each acquired sub-lock is renewed by its own client's watchdog.
-* A hold is lost when too few of its sub-locks still hold it: losing a minority of a
-  RedLock's is not losing the lock, losing the quorum is, and a MultiLock loses it with any
-  one (each sub-lock's loss comes from its client's watchdog: expiry, a forced delete,
-  failed renewals, a server that lost its data). The holder is told once (``on_lost``,
-  ``is_lost``, ``ensure_held``), whatever the hold count.
-
-A dead server costs its per-node timeout (``Config.timeout`` of that client; see
-``connect_many``), never the whole wait.
+How an attempt, its validity time, its release and a loss work: ``docs/multi-lock.md`` and
+``docs/design.md`` ("Several servers at once"). A MultiLock needs every sub-lock; a RedLock
+a majority, ``n // 2 + 1``. Two differences from Redisson beside those: sub-locks are tried
+together, each with the caller's lease (Redisson gives each ``2 x wait`` and shortens it,
+acquiring one by one), and a cancelled asyncio acquire leaves nothing held (Redisson issue
+#4456): calls in flight and calls already answered are both undone.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """ReadWriteLock (Redisson ``RedissonReadWriteLock``; redisson-spec.md 5).
 
-Layout (interoperable with Redisson): one hash at the name with ``mode`` (``read`` or
-``write``), a field per reader owner (``<client uuid>:<owner id>`` -> read holds) and at most
-one writer field (``<owner>:write`` -> write holds); one string key with its own TTL per read
-hold (``{name}:<owner>:rwlock_timeout:<n>``); channel ``redisson_rwlock:{name}``. A read
-release publishes ``0`` (wakes one waiter per client), a write release ``1`` (wakes every
-waiter, so that readers enter together).
-
-Semantics:
-
-* readers share; a writer excludes readers and other writers;
-* the writer may take read holds too, and releasing the write lock while holding read locks
-  **downgrades** to a read lock;
-* a reader **cannot upgrade**: a write request by an owner that holds only read locks waits
-  like any other writer (it never deadlocks silently: with ``try_lock(wait_time=...)`` it
-  times out; with ``lock()`` it waits until every read hold, its own included, is released
-  or expires, so do not call ``lock()`` on the write side while holding the read side);
-* the watchdog renews write holds like an RLock, and read holds per owner of this client
-  only (Redisson 4.4+), so readers of a crashed client expire and stop blocking writers;
-* when a reader leaves, the lock's TTL becomes that of the longest live read lease.
-
-There is no writer preference in Redisson: a writer waits for a moment with no reader, so a
-constant stream of overlapping readers can delay it for ever. ``writer_preference=True``
-(syncprims only) adds it: a writer that has to wait puts its field in the sorted set
-``syncprims_rwlock_writers:{name}`` (expiry :data:`WRITER_INTENT_MS`, refreshed by its
-attempts, which come at least every :data:`WRITER_REFRESH_MS`), and readers of syncprims
-clients with writer preference that hold no read lock yet wait while it is there
-(``rw_read_acquire_wp.lua``); the writer removes it when it gets the lock or gives up. A
-crashed writer holds readers back for at most ``WRITER_INTENT_MS``. Readers that do not know
-the set (Redisson clients, syncprims clients without the option) still enter as before, so
-the preference only holds among clients that all use it (``docs/rw-lock.md``).
+Its layout, semantics (readers share, downgrade but no upgrade, read leases per owner, the
+renewal of this client's read holds only) and the writer preference (syncprims only: a
+waiting writer's entry in ``syncprims_rwlock_writers:{name}``, expiring after
+:data:`WRITER_INTENT_MS` unless its attempts refresh it, which the readers with the option
+wait for, ``rw_read_acquire_wp.lua``) are described in ``docs/rw-lock.md``.
 """
 
 from __future__ import annotations

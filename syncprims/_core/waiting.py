@@ -1,36 +1,16 @@
 """The waiting mechanism every waiting primitive shares: one loop, :func:`acquire_loop`, and
 a plan per wait (:class:`WaitPlan`) that the primitive's wake-up part builds, as trio's
-``ParkingLot`` is the one way to wait and each primitive a thin class over it.
-
-Redisson ``RedissonLock#tryLock(waitTime, leaseTime)`` (redisson-spec.md 2.3)::
+``ParkingLot`` is the one way to wait (``docs/design.md``, "Waking waiters"). Redisson
+``RedissonLock#tryLock(waitTime, leaseTime)`` (redisson-spec.md 2.3)::
 
     attempt -> subscribe -> (attempt -> wait at most min(ttl, remaining))* -> unsubscribe
 
 An attempt returns ``None`` when it acquired, or how long (ms) the current holder may keep
-the resource (``-1``: unknown / no expiry). The wait is bounded by that TTL because a lock
-that expires publishes nothing, and by ``Config.wait_recheck_interval`` so that a lost
-message cannot stall a waiter for long.
-
-Differences from Redisson, on purpose: a subscription that Redis does not confirm within
-``Config.subscription_timeout`` does not fail the acquire; the waiter goes on, bounded by
-the TTL and the re-check interval (degraded to polling while pub/sub is down), so a broken
-subscriber connection neither hangs nor fails ``lock()``. An attempt that answers 0 ("free,
-but another waiter goes first") is retried after a short back-off, 5 ms doubling up to
-100 ms, instead of at once (Redisson spins there: redisson-spec.md 13 item 3).
-
-A Redis outage during a wait (connection refused or reset before the attempt was sent, so the
-attempt certainly did not run) does not end the wait: the attempt is tried again after a
-back-off (``Config.retry_delay``, equal jitter) until the wait's deadline, and the last
-error is raised if the deadline passes while Redis is still unreachable. An attempt that may
-have run (a timeout after sending) is never re-sent: its error propagates at once, so a lost
-reply cannot double-apply an acquire. ``lock()`` (no deadline) therefore rides out a restart
-of any length; ``try_lock(wait_time=w)`` answers within ``w`` plus one call.
-
-What a plan varies: the channel and its wake-up rule (and an RLock's herald beside it), how
-a waiter blocks between attempts (``park``: an RLock's grant wait pops its grant, or is woken
-alone; a MultiLock's picks the channel of a sub-lock found held), what a waiter that gives up
-undoes, and an attempt the caller made already (a plain first attempt). A SpinLock polls
-instead (:func:`poll_loop`, Redisson's ``RedissonSpinLock``).
+the resource (``-1``: unknown / no expiry; ``0``: free but another waiter goes first, tried
+again after a back-off of 5 ms doubling up to 100 ms where Redisson spins, redisson-spec.md
+13 item 3). A subscription Redis does not confirm degrades the wait to polling, an unsent
+attempt during an outage is tried again until the deadline, and one that may have run is
+never re-sent (``docs/locks.md``, "Waiting"). A SpinLock polls instead (:func:`poll_loop`).
 """
 
 from __future__ import annotations

@@ -66,10 +66,7 @@ class ClientLocks:
         # (lock name, field) of releases whose outcome is unknown and may have ended a last
         # hold (or acquires whose reply is still to come)
         self.tainted = set()
-        # The client's locks' calls encoded once (``syncprims._core.lock.kept``), keyed by lock
-        # name and all a call is made from: shared by every lock object of a name, so that
-        # one made per use (``client.get_lock(name)`` in a request handler) benefits too.
-        self.kept = KeptCalls()
+        self.kept = KeptCalls()  # the calls encoded once (``kept.py``)
         # The waits a release may grant the lock to (``syncprims._core.lock.grant``): every
         # member of every wait in progress -> its wait. The grant channel's rule runs on the
         # subscriber's thread: the waits' events are applied under ``grant_mutex``.

@@ -3,25 +3,10 @@
 Layout (interoperable with Redisson): a hash at the lock's name with one field
 ``<client uuid>:<owner id>`` whose value is the hold count, with a TTL equal to the lease.
 Unlock publishes ``0`` on ``redisson_lock__channel:{name}``. One script call to acquire and
-one to release when uncontended.
-
-Decisions (see also ``docs/locks.md``):
-
-* ``lease_time=None`` means the watchdog: the lease is ``lock_watchdog_timeout`` and it is
-  renewed every third of it until the last unlock. An explicit lease is never renewed.
-* The TTL re-armed by an unlock that leaves holds is the lease of this owner's last acquire
-  (Redisson keeps it per lock *object*, so two threads sharing one object disturbed each
-  other: redisson-spec.md 13 item 9).
-* Acquire scripts are never re-sent after they may have run (a lost reply must not count a
-  hold twice). Unlock carries a request id and is retried; a retry returns the first run's
-  result (Redisson 3.24+ unlock latch, its unlock key).
-* An acquire abandoned by a cancelled or timed-out asyncio caller whose reply says
-  "acquired" is released in the background.
-* The watchdog registration is made before the acquire returns and dropped at the start of
-  unlock, whatever the unlock's outcome.
-* A release whose outcome is unknown (a copy was sent and no reply read) may still run
-  later; its unlock key is kept and the owner's next fresh hold takes a new field
-  (``<client uuid>:<owner id>.<n>``) that the late copy does not name (``release.py``).
+one to release when uncontended. The decisions (leases and the watchdog, the TTL an unlock
+re-arms, what is never re-sent, abandoned acquires, late releases) are in ``docs/locks.md``;
+beside them, the watchdog registration is made before the acquire returns and dropped at
+the start of unlock, whatever the unlock's outcome.
 
 The mechanisms around the algorithm are parts the lock owns, each a module of this package:
 the one wake-up per release and the lock channels' wake-up rules (``wakeup.py``,

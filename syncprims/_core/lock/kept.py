@@ -3,12 +3,10 @@ the same command each time, and an unlock but for its unlock key.
 
 Kept per client (``ClientLocks.kept``), keyed by the lock's name and everything else a call
 is made from, so that lock objects made per use (``client.get_lock(name)`` in a request
-handler) share them: a lock object of its own made them 20 % slower at 256 asyncio tasks
-that each made one per pair (its dicts were more objects for the collector). A call is
-encoded from its second time on: its first time is only noted, so that a name used once
-(``f"order:{id}"``) encodes nothing (encoding in Python costs more than hiredis' packing
-once). At most :data:`KEPT` of each kind, then all are dropped; dict reads and writes are
-atomic, and a race makes one twice.
+handler) share them ([hot-4]). A call is encoded from its second time on: its first time is
+only noted, so that a name used once (``f"order:{id}"``) encodes nothing (encoding in
+Python costs more than hiredis' packing once). At most :data:`KEPT` of each kind, then all
+are dropped; dict reads and writes are atomic, and a race makes one twice.
 """
 
 from __future__ import annotations

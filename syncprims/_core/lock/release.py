@@ -1,15 +1,9 @@
-"""A lock's release, and the late-release safety around it (``syncprims._core.lock``'s
-module docstring; found by the chaos campaign, ``tests/faults/test_late_release.py``).
-
-An unlock carries a request id (its unlock key) and is retried: a retry returns the first
-run's result (Redisson 3.24+). A release whose outcome is unknown (a copy was sent and no
-reply read) may still run later, so its unlock key is kept for its whole TTL and, when it may
-have ended the owner's last hold, the owner's next fresh hold takes a new field
-(``<client uuid>:<owner id>.<n>``) that the late copy does not name. A lock object owns one
-:class:`Releases`; the counts it keeps are the client's (``clientstate.py``).
-
-An acquisition that came past its lease (a process paused mid-acquire) is given back here
-too (:meth:`Releases.give_back_late`): the lock may be someone else's by now.
+"""A lock's release, and the late-release safety around it (``docs/locks.md``, "Exactly
+once"; ``docs/design.md``, "Late calls"): an unlock is retried by its unlock key, one whose
+outcome is unknown keeps its key, and the owner's next fresh hold may take a new field. A
+lock object owns one :class:`Releases`; the counts it keeps are the client's
+(``clientstate.py``). An acquisition that came past its lease (a process paused
+mid-acquire) is given back here too (:meth:`Releases.give_back_late`).
 """
 
 from __future__ import annotations
@@ -132,10 +126,8 @@ class Releases:
     def taint(self, field: str) -> None:
         """An acquire of ``field`` may have run and its reply is still to come: when it
         comes, ``on_abandoned_attempt`` undoes it by unlocking ``field``. The owner's next
-        hold takes a new field (:meth:`fresh_field`), or that undo would release it (found
-        by the chaos campaign's asyncio kind: a task re-acquired after its attempt timed
-        out on a black-holed shared connection, and the late reply's undo freed the new
-        hold: two tasks held the lock)."""
+        hold takes a new field (:meth:`fresh_field`), or that undo would release it (and
+        another owner could then take the lock while the new hold is in use)."""
         self._client.tainted.add((self._lock.name, field))
 
     def settle(self, field: str, reply: Any, unlock_key: str, *, unknown: bool) -> None:
@@ -218,10 +210,9 @@ class Releases:
         """Whether an acquisition of ``field`` whose lease started no earlier than ``since``
         (monotonic seconds) came past that lease (:func:`past_lease`): then it is given back
         (the lock may be someone else's by now; a grant wait then goes on with a new
-        registration, ``Grant.late``). Found by the chaos campaign: a client paused 2.4-3.3 s
-        mid-acquire entered a 2 s lease. A reentrant grant's give-back re-arms the lock with
-        what is left of the owner's earlier holds, not with the late lease: a 1 ms lease's
-        late reentrant grant otherwise ended the 60 s hold under it 1 ms later."""
+        registration, ``Grant.late``). A reentrant grant's give-back re-arms the lock with
+        what is left of the owner's earlier holds (:meth:`Holds.left`), not with the late
+        lease, which could end them early."""
         if not past_lease(self._ex, lease, since):
             return False
         lock = self._lock
