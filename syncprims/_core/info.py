@@ -1,24 +1,16 @@
-"""``info()``: read what an object keeps in Redis (both faces and ``syncprims inspect``).
+"""``info()``: read what an object keeps in Redis (both faces and ``syncprims inspect``;
+``docs/locks.md``, "Who holds it"). The values are in ``syncprims._protocol.info``.
 
-Every read goes through :meth:`ObjectCore.read` (idempotent, retried after transport
-errors like every other read) and never writes. A lock's snapshot is its hash (holders and
-hold counts, a read-write lock's mode), its TTL, the waiters its layout records (a fair
-lock's queue and deadlines, an RLock's registry of waiting syncprims clients, a read-write
-lock's waiting writers), a fenced lock's token, each reader's lease, the subscribers of its
-channels, and each holder's and waiter's client record (``syncprims._services.record``).
-The values are in ``syncprims._protocol.info``.
-
-Degrading, not failing: a count of subscribers or a client record that Redis refuses (an
-ACL without ``+pubsub|numsub`` or ``~syncprims_client:*``) becomes "unknown" (``None``);
-only a transport error (after retries) or another refusal of the object's own keys raises.
-
+Every read goes through :meth:`ObjectCore.read` (retried as other reads) and never writes.
+A subscriber count or client record that Redis refuses (an ACL) becomes "unknown"
+(``None``); only a transport error or a refusal of the object's own keys raises.
 :func:`detect` tells an object's kind from its keys, for ``syncprims inspect NAME``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -52,6 +44,8 @@ NEVER_MS = 922337203685477
 
 _Process = tuple[ClientProcess | None, bool | None]
 """A client's process, and whether it has a record (``None``: the record was unreadable)."""
+
+_Entry = TypeVar("_Entry", LockHolder, LockWaiter)
 
 
 def _text(value: object) -> str:
@@ -209,23 +203,19 @@ async def lock_info(core: ObjectCore, layout: str) -> LockInfo:
         kind=KINDS[layout].display,
         held=bool(holders),
         ttl=ttl,
-        holders=tuple(_holder(h, processes) for h in holders),
+        holders=tuple(_with_process(h, processes) for h in holders),
         mode=mode,
-        waiters=tuple(_waiting(w, processes) for w in waiters),
+        waiters=tuple(_with_process(w, processes) for w in waiters),
         token=token,
         subscribers=subscribers if layout != "spin" else 0,
         channels=counts,
     )
 
 
-def _holder(holder: LockHolder, processes: dict[str, _Process]) -> LockHolder:
-    process, known = processes.get(holder.client_id, (None, False))
-    return attrs.evolve(holder, process=process, syncprims_client=known)
-
-
-def _waiting(waiter: LockWaiter, processes: dict[str, _Process]) -> LockWaiter:
-    process, known = processes.get(waiter.client_id, (None, False))
-    return attrs.evolve(waiter, process=process, syncprims_client=known)
+def _with_process(entry: _Entry, processes: dict[str, _Process]) -> _Entry:
+    """A holder or waiter with its client's process."""
+    process, known = processes.get(entry.client_id, (None, False))
+    return attrs.evolve(entry, process=process, syncprims_client=known)
 
 
 async def _reader_lease(core: ObjectCore, field: str, count: int) -> float | None:

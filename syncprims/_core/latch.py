@@ -10,7 +10,7 @@ and releases its waiters (Redisson leaves them waiting).
 
 from __future__ import annotations
 
-from syncprims._core.info import latch_info
+from syncprims._core.info import latch_channel, latch_info
 from syncprims._core.objects import ObjectCore
 from syncprims._core.waiting import WaitPlan, acquire_loop, waiters
 from syncprims._protocol import scripts
@@ -42,7 +42,7 @@ class CountDownLatchCore(ObjectCore):
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
-        self.channel = "redisson_countdownlatch__channel__{" + self.name + "}"
+        self.channel = latch_channel(self.name)
 
     async def _op(self, op: str, count: int = 0) -> int:
         return int(

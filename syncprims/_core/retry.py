@@ -76,20 +76,14 @@ async def releasing(ex: Executor, release: Awaitable[T]) -> T:
 
 
 def retry_eval(
-    ex: Executor,
-    call: ScriptCall,
-    context: str,
-    on_orphan: Orphan | None,
-    failed: TransportError,
-    *,
-    idempotent: bool = False,
+    ex: Executor, call: ScriptCall, context: str, on_orphan: Orphan | None, failed: TransportError
 ) -> Awaitable[Any]:
-    """:func:`with_retry` of ``ex.eval(call)`` after the caller's own first attempt failed
-    with ``failed``: the closure lives here, so the hot paths' frames hold no cells (each
-    one a collected object per call, which counts under thousands of tasks)."""
+    """:func:`with_retry` of an acquire's ``ex.eval(call)`` (not idempotent) after the
+    caller's own first attempt failed with ``failed``: the closure lives here, so the hot
+    paths' frames hold no cells ([hot-3])."""
     return with_retry(
         ex,
         lambda: ex.eval(call, context=context, on_orphan=on_orphan),
-        idempotent=idempotent,
+        idempotent=False,
         failed=failed,
     )

@@ -1,29 +1,11 @@
 """Semaphores (Redisson ``RedissonSemaphore`` and ``RedissonPermitExpirableSemaphore``;
 redisson-spec.md 9 and 10).
 
-``Semaphore``: a string counter of available permits at the name; permits belong to nobody
-(any caller may release). ``PermitExpirableSemaphore``: the same counter plus a sorted set
-``{name}:timeout`` of the permits taken (id -> lease expiry), so that a permit whose holder
-died comes back when its lease runs out. Both publish the new count on
-``redisson_sc:{name}``; a waiter re-checks at the latest every ``wait_recheck_interval``, so a
-lost message cannot stall it (Redisson waits without a bound there).
-
-Decisions: ``add_permits`` and ``drain_permits`` keep the key's TTL (Redisson's ``SET`` drops
-it); ``add_permits`` accepts a negative number (to shrink the pool), every other count must
-be >= 0 (0 permits: no Redis call); an acquire abandoned by a cancelled or timed-out asyncio
-caller gives its permits back.
-
-Redisson 4.x parity (issue 30): ``Semaphore.try_set_permits(permits, ttl)`` and
-``release_if_exists``; the permit-expirable semaphore's multi-permit acquire (one script, all
-permits or none: ``acquire_many`` / ``try_acquire_many``, a list of ids), its all-or-nothing
-release of a list of ids (``release`` / ``try_release`` take one id or a list),
-``get_permits``, ``add_permits`` and ``get_lease_time``. Each runs a script with Redisson's
-KEYS, ARGV and effects. Decisions there: a list of ids must be non-empty, without duplicates
-(Redisson's ``release(List)`` would release them and still fail) and at most
-``MAX_PERMITS_PER_CALL`` long (the release script unpacks the list; Lua's stack stops near
-8000); ``try_acquire_many(0)`` returns ``[]`` without Redis (Redisson's blocking
-``acquire(0)`` never returns); the permit-expirable ``add_permits`` keeps the TTL and returns
-the new count, and is never re-sent after a lost reply (it adds), unlike Redisson's.
+``Semaphore``: a string counter of available permits at the name. ``PermitExpirableSemaphore``:
+the same counter plus a sorted set ``{name}:timeout`` of the permits taken (id -> lease
+expiry). Both publish the new count on ``redisson_sc:{name}``. Their calls, the Redisson 4.x
+ones, the clocks and the decisions (TTLs kept, counts, lists of ids, what is never re-sent):
+``docs/semaphores.md``.
 """
 
 from __future__ import annotations
@@ -34,7 +16,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from syncprims._core.info import semaphore_info
+from syncprims._core.info import NEVER_MS, semaphore_info
 from syncprims._core.objects import ExpirableCore
 from syncprims._core.retry import releasing
 from syncprims._core.waiting import WaitPlan, acquire_loop, waiters
@@ -51,7 +33,6 @@ from syncprims.errors import PermitNotHeldError, SyncPrimsError
 
 __all__ = [
     "MAX_PERMITS_PER_CALL",
-    "NEVER",
     "PermitExpirableSemaphoreCore",
     "SemaphoreCore",
     "semaphore_policy",
@@ -72,9 +53,6 @@ def semaphore_policy(waiters: Wakeable, message: bytes) -> None:
     if available > 0:
         waiters.wake(available)
 
-
-NEVER = 922337203685477
-"""The lease expiry score of a permit that never expires (Redisson's constant)."""
 
 SERVER_TIME_RECHECK_MS = 50
 """With ``server_time``, the least wait (ms) before a waiter looks again for a lease to end:
@@ -296,7 +274,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
 
     def _expiry(self, lease_time: object) -> int | str:
         if lease_time is None:
-            return NEVER
+            return NEVER_MS
         if self.server_time:
             return f"T{lease_ms(lease_time)}"
         return self._ex.wall_ms() + lease_ms(lease_time)
@@ -313,11 +291,11 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             call = ScriptCall(
                 scripts.PES_ACQUIRE_MANY,
                 keys,
-                [len(permits), expiry, now, NEVER, self.publish, *permits],
+                [len(permits), expiry, now, NEVER_MS, self.publish, *permits],
             )
         else:
             call = ScriptCall(
-                scripts.PES_ACQUIRE, keys, [permits[0], expiry, now, NEVER, self.publish]
+                scripts.PES_ACQUIRE, keys, [permits[0], expiry, now, NEVER_MS, self.publish]
             )
         action = "acquiring permits of" if many else "acquiring a permit of"
         reply = await self.run_script(
@@ -332,7 +310,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             if lease is None or took < lease:  # as the RLock's grant (LockCore._attempt)
                 return None
             # The grant's reply came after the lease (the process was paused, or the network
-            # held the reply; found by the chaos campaign): other callers may have reclaimed
+            # held the reply): other callers may have reclaimed
             # the permits. Give them back (if another caller reclaimed one, the all-or-nothing
             # release does nothing, and the rest are reclaimed by the next script: their lease
             # is over) and try again.
@@ -523,7 +501,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             ScriptCall(
                 scripts.PES_LEASE_TIME,
                 [self.name, self.timeouts, self.channel],
-                [permit, NEVER, self._now(), self.publish],
+                [permit, NEVER_MS, self._now(), self.publish],
             ),
             action="reading a lease of",
         )
