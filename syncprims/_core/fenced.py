@@ -2,25 +2,10 @@
 
 Every successful acquisition, reentrant ones included and whichever method took it,
 increments ``redisson_lock_token:{name}`` in the same script: tokens strictly increase.
-Pass the token to the storage you protect and have it reject writes with a token lower than
-the highest it has seen: a holder paused beyond its lease (GC, VM migration, SIGSTOP) then
-cannot overwrite the work of the holder that came after it.
-
-Decisions: ``lock_and_get_token(lease_time)`` honours the lease (Java ignores it);
-``try_lock_and_get_token()`` with no wait time makes one attempt (Java blocks); the acquire
-reply carries an explicit flag (``{0, token}`` / ``{1, ttl}``), which Java's ``{-1, token}`` /
-``{pttl, -1}`` leaves ambiguous for a holder without TTL. ``delete()`` removes the lock and
-the token (Redisson); tokens then start again from 1.
-
-Durable tokens (``durable_tokens=True``, ours): Redisson's counter lives in the same Redis
-as the lock, with no TTL, so an empty restart, the eviction of the counter or a failover
-that lost the last writes starts it again from 1, and a stale holder's token can equal or
-exceed a later holder's. A durable token is ``max(counter + 1, the server's TIME in
-microseconds since the epoch)`` (``fenced_acquire_durable.lua``): strictly higher than every
-earlier token as long as the server's clock never steps back across such a loss. The
-counter keeps Redisson's layout (a Redisson client's ``INCR`` goes on from it), and where an
-acquisition is synced to replicas (``lock_synced_replicas``, ``lock_synced_aof``) the
-counter's write is too (the same script).
+The acquire reply carries an explicit flag (``{0, token}`` / ``{1, ttl}``), which Java's
+``{-1, token}`` / ``{pttl, -1}`` leaves ambiguous for a holder without TTL. Durable tokens
+(``durable_tokens=True``, ours: ``max(counter + 1, the server's TIME in µs)``,
+``fenced_acquire_durable.lua``) and the other decisions: ``docs/fenced-lock.md``.
 """
 
 from __future__ import annotations

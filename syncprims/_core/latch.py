@@ -2,10 +2,8 @@
 
 A string counter at the name; missing means 0 (open). Channel
 ``redisson_countdownlatch__channel__{name}`` (always braced): ``0`` when the count reaches
-zero (open), ``1`` when a new count is set. Decisions: the wait is ``wait(timeout)`` (``await``
-is a keyword, and ``latch.wait()`` / ``await latch.wait()`` read like ``threading.Event``);
-waiters re-check at the latest every ``wait_recheck_interval``; ``delete()`` opens the latch
-and releases its waiters (Redisson leaves them waiting).
+zero (open), ``1`` when a new count is set. Decisions: ``docs/semaphores.md``, "Count-down
+latch".
 """
 
 from __future__ import annotations

@@ -447,12 +447,11 @@ class MultiLockCore:
 @attrs.define(eq=False)
 class _FanOut:
     """One MultiLock ``try_lock``'s attempts, and how its waiter parks between them (its
-    plan's ``park``, ``syncprims._core.waiting``). An attempt runs every sub-lock's acquire at
-    once (module docstring); between attempts the waiter waits on the release channel of a
-    sub-lock held by someone else (subscribed at the first attempt that finds one, then
-    tried again at once), at most a jittered back-off (10 ms doubling to 200 ms, times
-    0.5..1, so that two contenders holding parts of the set do not collide forever) and the
-    holders' TTLs; while no sub-lock was found held, it sleeps that back-off."""
+    plan's ``park``, ``syncprims._core.waiting``), as ``docs/multi-lock.md`` says: between
+    attempts the waiter waits on the release channel of a sub-lock held by someone else
+    (subscribed at the first attempt that finds one, then tried again at once), at most the
+    jittered back-off and the holders' TTLs; while no sub-lock was found held, it sleeps
+    that back-off."""
 
     core: MultiLockCore
     owner: int

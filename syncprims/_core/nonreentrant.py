@@ -1,25 +1,14 @@
 """Non-reentrant locks (Redisson 4.4 ``RedissonNonReentrantLock`` and
-``RedissonNonReentrantFairLock``).
+``RedissonNonReentrantFairLock``; ``docs/locks.md``, "Non-reentrant locks").
 
-The layout is the RLock's (or the FairLock's): the same hash, queue and channels, so Java and
-Python clients exclude each other on one name whichever kind each uses. The only difference
-is the acquire script: an owner that already holds the lock gets the error reply
-``NON_REENTRANT_REACQUIRE`` (Redisson's ``REENTRY_ERR``) and nothing changes in Redis; the
-core turns it into :class:`~syncprims.errors.LockReentryError` (Redisson throws
-``IllegalMonitorStateException``). The hold count is therefore 1 whenever the lock is held,
-and the first ``unlock()`` releases it. Other owners wait or fail as for any lock.
-
-Decisions:
-
-* The refusal is made by the server, in the acquire script, as Redisson's: a local check
-  would refuse an owner whose hold had expired meanwhile (Redis no longer has it, and
-  Redisson would grant it again).
-* Every acquire script of the kind carries the refusal: the one-wake RLock script and the
-  fair script take the error code as an optional last argument (``ARGV[10]``); where the
-  client falls back to Redisson's plain scripts (an ACL without syncprims' own keys) the
-  RLock side runs Redisson's non-reentrant script itself (``lock_acquire_nr.lua``).
-* A MultiLock or RedLock over non-reentrant locks refuses a reentry the same way: the
-  sub-lock's acquire is refused, and the MultiLock does not count a hold there.
+The layout is the RLock's (or the FairLock's); only the acquire script differs: an owner
+that already holds the lock gets the error reply ``NON_REENTRANT_REACQUIRE`` (Redisson's
+``REENTRY_ERR``) and nothing changes in Redis; the core turns it into
+:class:`~syncprims.errors.LockReentryError`. The refusal is the server's, as Redisson's (a
+local check would refuse an owner whose hold had expired meanwhile). Every acquire script of
+the kind carries it: the one-wake RLock script and the fair script take the error code as an
+optional last argument (``ARGV[10]``); where the client falls back to Redisson's plain
+scripts (the ACL fall-back) the RLock side runs Redisson's ``lock_acquire_nr.lua``.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ class LockCore(ExpirableCore):
 
     def field(self, owner: int) -> str:
         """The hash field that names ``owner`` of this client (``<client uuid>:<owner id>``,
-        with ``.<n>`` after a release whose outcome was unknown: module docstring)."""
+        with ``.<n>`` after a release whose outcome was unknown: ``release.py``)."""
         incarnations = self.client_state.incarnations
         n = incarnations.get((self.name, owner)) if incarnations else None
         field = owner_field(self._ex.client_id, owner)

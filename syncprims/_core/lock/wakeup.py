@@ -1,9 +1,7 @@
 """The one wake-up per release of an RLock (syncprims; docs/design.md, "One wake-up per
 release"): ``lock_acquire_one.lua`` registers each waiting *client* in
 ``syncprims_lock_waiters:{name}`` and ``lock_unlock_one.lua`` names one of them on the herald
-channel before it publishes Redisson's ``0``, so that one client's waiter wakes per release
-instead of one in every waiting client. A Redisson client's release (no herald) still wakes
-one waiter per client, as Redisson's own clients do.
+channel before it publishes Redisson's ``0``, so that one client's waiter wakes per release.
 
 A lock that uses it owns one :class:`OneWake` (``LockCore.one_wake``); kinds with scripts of
 their own (FairLock, SpinLock, FencedLock, both read-write sides) own none. This module also
