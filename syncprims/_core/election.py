@@ -50,7 +50,7 @@ def _wake_all(waiters: Wakeable, message: bytes) -> None:
 
 class ElectionLockCore(FairLockCore):
     """The election's lock: a FairLock whose lease is the election's, and whose queued
-    candidates each keep their place for one lease (module docstring)."""
+    candidates each keep their place for one lease (``docs/election.md``)."""
 
     KIND = KINDS["election"]
     kind = KIND.display
@@ -97,9 +97,9 @@ class ElectionCore:
         self._ex = executor
         self.lock = ElectionLockCore(executor, lock_name, lease)
         self.owner = new_owner().value
-        self.value = f"{socket.gethostname()}:{os.getpid()}" if value is None else ""
-        if value is not None:
-            self.value = self.check_value(value)
+        self.value = (
+            f"{socket.gethostname()}:{os.getpid()}" if value is None else self.check_value(value)
+        )
         self.on_elected = on_elected
         self.on_revoked = on_revoked
         self.term: int | None = None  # this candidate's latest leadership's

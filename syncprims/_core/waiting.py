@@ -84,11 +84,10 @@ class WaitPlan:
     context: str = ""
 
 
+@attrs.define(eq=False, init=False)
 class Waiters:
     """How many callers of one client wait for each object now (``statistics()``): a part
     of the client's state (``Executor.state``)."""
-
-    __slots__ = ("counts", "mutex")
 
     counts: Counter[str]
     mutex: threading.Lock

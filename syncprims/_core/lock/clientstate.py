@@ -13,6 +13,8 @@ import itertools
 import logging
 import threading
 
+import attrs
+
 from syncprims._core.lock.kept import KeptCalls
 from syncprims._protocol.contracts import Executor
 from syncprims._protocol.grantwait import GrantWait
@@ -23,20 +25,9 @@ __all__ = ["ClientLocks", "client_locks"]
 log = logging.getLogger("syncprims.lock")
 
 
+@attrs.define(eq=False, init=False)
 class ClientLocks:
     """One client's lock book-keeping (its lock objects share it)."""
-
-    __slots__ = (
-        "grant_mutex",
-        "grant_waits",
-        "holds",
-        "incarnations",
-        "kept",
-        "local_waiters",
-        "own_keys_refused",
-        "tainted",
-        "wait_ids",
-    )
 
     own_keys_refused: bool
     local_waiters: dict[str, set[object]]

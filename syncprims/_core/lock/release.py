@@ -12,6 +12,8 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+import attrs
+
 from syncprims import _observe
 from syncprims._core.lock.holds import Holds
 from syncprims._core.lock.view import LockView
@@ -26,18 +28,16 @@ __all__ = ["Release", "Releases", "past_lease", "release_on_exit"]
 log = logging.getLogger("syncprims.lock")
 
 
+@attrs.define(eq=False)
 class Release:
     """One unlock call's retries, idempotent by its unlock key; remembers whether a copy of
     it was sent without its reply being read (:attr:`unknown`: it may still run later).
     Made only when the first attempt failed (``Releases.unlock_field`` makes that one
     itself) or for a retry of a fan-out's release."""
 
-    __slots__ = ("_context", "_ex", "unknown")
-
-    def __init__(self, ex: Executor, context: str, *, unknown: bool = False) -> None:
-        self._ex = ex
-        self._context = context
-        self.unknown = unknown
+    _ex: Executor
+    _context: str
+    unknown: bool = attrs.field(default=False, kw_only=True)
 
     async def run(self, call: ScriptCall, failed: TransportError | None = None) -> Any:
         """Run ``call`` with retries (``failed``: the error the caller's own first attempt
