@@ -14,10 +14,11 @@ from typing import Any
 
 from syncprims._core.retry import with_retry
 from syncprims._protocol import scripts
-from syncprims._protocol.contracts import Executor, ObjectCallback, Orphan, ScriptCall
+from syncprims._protocol.contracts import Arg, Executor, ObjectCallback, Orphan, ScriptCall
 from syncprims._protocol.keyspace import NEEDED_FLAGS, config_value, missing_flags
 from syncprims._protocol.kinds import KINDS
 from syncprims._protocol.names import check_cluster_name, check_name
+from syncprims._protocol.scripts import Script
 from syncprims._protocol.timing import lease_ms
 from syncprims.errors import RedisTimeoutError, ServerReplyError
 
@@ -28,7 +29,11 @@ class ObjectCore:
     """Core of every named object."""
 
     KIND = KINDS["object"]
-    kind = KIND.display
+    kind = KIND.display  # each subclass's is its own KIND's (``__init_subclass__``)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = cls.KIND.display
 
     def __init__(self, executor: Executor, name: str) -> None:
         self._ex = executor
@@ -214,11 +219,7 @@ class ExpirableCore(ObjectCore):
             TypeError, ValueError: ``ttl`` is not a positive finite duration.
         """
         ms = lease_ms(ttl, "ttl")
-        return bool(
-            await self.run_script(
-                ScriptCall(scripts.EXPIRE, self.keys(), ["pexpire", ms]), action="expiring"
-            )
-        )
+        return await self._on_keys(scripts.EXPIRE, ["pexpire", ms], "expiring")
 
     async def expire_at(self, when: object) -> bool:
         """``PEXPIREAT`` every key; ``True`` if any key got the expiry.
@@ -229,19 +230,15 @@ class ExpirableCore(ObjectCore):
         if not isinstance(when, datetime):
             raise TypeError(f"when must be a datetime, not {type(when).__name__}")
         epoch_ms = round(when.timestamp() * 1000)
-        return bool(
-            await self.run_script(
-                ScriptCall(scripts.EXPIRE, self.keys(), ["pexpireat", epoch_ms]), action="expiring"
-            )
-        )
+        return await self._on_keys(scripts.EXPIRE, ["pexpireat", epoch_ms], "expiring")
 
     async def clear_expire(self) -> bool:
         """``PERSIST`` every key; ``True`` if any key lost its TTL."""
-        return bool(
-            await self.run_script(
-                ScriptCall(scripts.CLEAR_EXPIRE, self.keys(), []), action="persisting"
-            )
-        )
+        return await self._on_keys(scripts.CLEAR_EXPIRE, [], "persisting")
+
+    async def _on_keys(self, script: Script, args: list[Arg], action: str) -> bool:
+        """Run ``script`` on every key; whether it changed any."""
+        return bool(await self.run_script(ScriptCall(script, self.keys(), args), action=action))
 
     async def remain_time_to_live(self) -> float | None:
         """The main key's TTL in seconds; ``None`` when it does not exist or has no TTL."""
