@@ -53,7 +53,6 @@ class ElectionLockCore(FairLockCore):
     candidates each keep their place for one lease (``docs/election.md``)."""
 
     KIND = KINDS["election"]
-    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str, lease: float) -> None:
         super().__init__(executor, name)

@@ -66,7 +66,6 @@ class FairLockCore(LockCore):
     """The FairLock algorithms."""
 
     KIND = KINDS["fair"]
-    kind = KIND.display
     one_wake_part = None  # scripts of its own, which grant (FairGrant) but do not herald
     grant_part = FairGrant
     timed_attempt = True  # fair_acquire.lua drops the waiters whose deadline passed by it

@@ -26,7 +26,6 @@ class FencedLockCore(LockCore):
     """The FencedLock algorithms."""
 
     KIND = KINDS["fenced"]
-    kind = KIND.display
     one_wake_part = None  # scripts of its own
     grant_part = None
 

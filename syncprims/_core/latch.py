@@ -36,7 +36,6 @@ class CountDownLatchCore(ObjectCore):
     """A distributed count-down latch."""
 
     KIND = KINDS["latch"]
-    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)

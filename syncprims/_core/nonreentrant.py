@@ -74,11 +74,9 @@ class NonReentrantLockCore(_NonReentrant, LockCore):
     """A non-reentrant, non-fair lock (Redisson ``RedissonNonReentrantLock``)."""
 
     KIND = KINDS["nonreentrant"]
-    kind = KIND.display
 
 
 class NonReentrantFairLockCore(_NonReentrant, FairLockCore):
     """A non-reentrant FIFO lock (Redisson ``RedissonNonReentrantFairLock``)."""
 
     KIND = KINDS["nonreentrant-fair"]
-    kind = KIND.display

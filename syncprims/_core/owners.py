@@ -23,9 +23,7 @@ import attrs
 
 __all__ = ["OwnerId", "current_task_owner", "current_thread_owner", "explicit_owner", "new_owner"]
 
-# A plain dict, emptied by each task's done callback: a WeakKeyDictionary made a weak
-# reference (a Python call and a GC-tracked object) per lookup, twice per lock pair, which
-# counted with thousands of tasks (docs/design.md, "Thousands of tasks: the collector").
+# A plain dict, emptied by each task's done callback, not a WeakKeyDictionary ([hot-4]).
 _task_owners: dict[asyncio.Future[Any], int] = {}
 _current_task: Callable[[], asyncio.Task[Any] | None] = asyncio.current_task
 _next_task_owner = itertools.count(1)

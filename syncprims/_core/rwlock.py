@@ -73,7 +73,6 @@ class ReadLockCore(_SideCore):
     """The read side."""
 
     KIND = KINDS["read"]
-    kind = KIND.display
     renewal = READ_RENEWAL
     mode = "read"
     unlock_message = READ_UNLOCK_MESSAGE
@@ -113,7 +112,6 @@ class WriteLockCore(_SideCore):
     """The write side."""
 
     KIND = KINDS["write"]
-    kind = KIND.display
     mode = "write"
     unlock_message = WRITE_UNLOCK_MESSAGE
 
@@ -169,7 +167,6 @@ class ReadWriteLockCore(ExpirableCore):
     """The factory of both sides; an expirable object on the shared hash."""
 
     KIND = KINDS["rw"]
-    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)

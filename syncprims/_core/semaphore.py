@@ -96,7 +96,6 @@ class SemaphoreCore(ExpirableCore):
     """A counting semaphore."""
 
     KIND = KINDS["semaphore"]
-    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str) -> None:
         super().__init__(executor, name)
@@ -227,7 +226,6 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
     """A semaphore whose permits are leased and identified."""
 
     KIND = KINDS["pes"]
-    kind = KIND.display
 
     def __init__(self, executor: Executor, name: str, *, server_time: bool = False) -> None:
         super().__init__(executor, name)

@@ -1,17 +1,14 @@
-"""SpinLock: an RLock whose waiters poll instead of subscribing (Redisson ``RedissonSpinLock``).
-
-Layout: the RLock's (a hash at the lock's name, field ``<client uuid>:<owner id>`` = hold
-count, TTL = lease) and its acquire and renew scripts, so a spin lock and an RLock of one name
-exclude each other. Nothing is published: unlock and force-unlock only delete, and a waiter
-re-tries after an exponential back-off instead of waiting for a message.
+"""SpinLock: an RLock whose waiters poll instead of subscribing (Redisson ``RedissonSpinLock``;
+``docs/locks.md``, "Spin locks"): the RLock's layout and acquire and renew scripts; nothing
+is published (unlock and force-unlock only delete).
 
 Wake-up rule (Redisson ``LockOptions.ExponentialBackOff``, the default of ``getSpinLock``):
 the first pause is ``initial_delay`` (1 ms), each next one is the previous times
 ``multiplier`` (2) plus a jitter of up to ``attempts - 1`` ms (uniform, whole ms), capped at
 ``max_delay`` (128 ms), which then repeats. Every pause is cut to the wait time left.
 
-Decisions: as for an RLock (watchdog, unlock key, abandoned attempts undone); ``try_lock``
-with a wait makes a last attempt when the wait runs out (Redisson checks the clock first).
+Decisions: as for an RLock; ``try_lock`` with a wait makes a last attempt when the wait runs
+out (Redisson checks the clock first).
 """
 
 from __future__ import annotations
@@ -65,7 +62,6 @@ class SpinLockCore(LockCore):
     """The SpinLock algorithms: RLock's, with polling waits and no messages."""
 
     KIND = KINDS["spin"]
-    kind = KIND.display
     one_wake_part = None  # no messages: nothing to register for
     grant_part = None
 

@@ -79,7 +79,6 @@ class LockCore(ExpirableCore):
     """The RLock algorithms, for any owner id chosen by a face."""
 
     KIND = KINDS["lock"]
-    kind = KIND.display
     renewal: RenewalKind = LOCK_RENEWAL
     # Whether a single attempt's call (single_acquire_command) carries the time, so that
     # it is made afresh for each attempt (a FairLock's purges its queue by it); a MultiLock
@@ -450,9 +449,7 @@ class LockCore(ExpirableCore):
 
     def single_acquire_command(self, field: str, lease: int) -> ScriptCall:
         """A single attempt that never queues nor registers a wait (a MultiLock's or
-        RedLock's, which waits in a loop of its own: nothing of the one wake-up per release
-        is there to keep, so an RLock runs Redisson's plain script, as the raw fan-out it
-        is measured against; a release's ``0`` still wakes an RLock waiter of the name)."""
+        RedLock's: an RLock runs Redisson's plain script, as ``docs/multi-lock.md`` says)."""
         if self.one_wake is not None:
             return ScriptCall(scripts.LOCK_ACQUIRE, [self.name], [lease, field])
         return self.acquire_command(field, lease, 0.0)
@@ -485,8 +482,7 @@ class LockCore(ExpirableCore):
 
     async def unlock(self, owner: int) -> None:
         """Release one hold of ``owner``, counted as a release in flight, which a shutdown
-        lets finish (``syncprims._core.retry.releasing``, written in place: no coroutine
-        layer of its own on the hot path).
+        lets finish (``syncprims._core.retry.releasing``, written in place: [hot-1]).
 
         Raises:
             LockNotHeldError: ``owner`` does not hold the lock (never did, or it expired).
