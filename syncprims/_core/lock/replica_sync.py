@@ -62,12 +62,11 @@ class ReplicaSync:
         ex = self._ex
         then = sync_then(required, ex.config.lock_synced_aof, ex.config.replica_sync_timeout)
         assert then is not None  # called only when something is to be waited for
-        reply, acknowledged = await with_retry(
+        return await with_retry(
             ex,
             lambda: ex.eval_then(call, then, context=context, on_orphan=orphan),
             idempotent=False,
         )
-        return reply, acknowledged
 
     async def check(self, field: str, lease: int, required: int, reply: Any) -> None:
         """Judge the ``WAIT`` reply of an acquisition; undo it and raise if too few replicas
