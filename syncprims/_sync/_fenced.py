@@ -8,10 +8,9 @@ from typing import final
 
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.owners import OwnerId
-from syncprims._core.owners import current_thread_owner as _owner
-from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
+from syncprims._sync._decorate import owner_of
 from syncprims._sync._lock import RLock
 
 __all__ = ["FencedLock"]
@@ -46,15 +45,12 @@ class FencedLock(RLock):
 
         Args:
             lease_time: as in [`lock`][syncprims.RLock.lock] (honoured, unlike Redisson's).
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        return _run(self._core.lock_and_get_token(
-            _owner() if owner is None else _explicit(owner), lease_time
-        ))
+        return _run(self._core.lock_and_get_token(owner_of(owner), lease_time))
 
     def try_lock_and_get_token(
         self,
@@ -68,15 +64,12 @@ class FencedLock(RLock):
         Args:
             wait_time: as in [`try_lock`][syncprims.RLock.try_lock].
             lease_time: as in [`lock`][syncprims.RLock.lock].
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Returns:
             The token, or ``None`` when not acquired.
         """
-        return _run(self._core.try_lock_and_get_token(
-            _owner() if owner is None else _explicit(owner), wait_time, lease_time
-        ))
+        return _run(self._core.try_lock_and_get_token(owner_of(owner), wait_time, lease_time))
 
     def get_token(self) -> int:
         """The latest token handed out by this lock (0 before any acquisition)."""

@@ -7,12 +7,11 @@ from __future__ import annotations
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
-from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.info import LockInfo
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
-from syncprims._sync._decorate import Guarded
+from syncprims._sync._decorate import Guarded, owner_of
 from syncprims._sync._objects import RExpirable
 
 __all__ = ["RLock"]
@@ -84,7 +83,7 @@ class RLock(RExpirable, Guarded):
                 durations given (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        _run(self._core.lock(_owner() if owner is None else _explicit(owner), lease_time, max_hold))
+        _run(self._core.lock(owner_of(owner), lease_time, max_hold))
 
     def try_lock(
         self,
@@ -110,16 +109,13 @@ class RLock(RExpirable, Guarded):
             TypeError, ValueError: a bad duration (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        return _run(self._core.try_lock(
-            _owner() if owner is None else _explicit(owner), wait_time, lease_time, max_hold
-        ))
+        return _run(self._core.try_lock(owner_of(owner), wait_time, lease_time, max_hold))
 
     def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release one hold; the last one deletes the lock and wakes a waiter.
 
         Args:
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Raises:
             LockNotHeldError: the current thread does not hold the lock (it never did, or the
@@ -127,7 +123,7 @@ class RLock(RExpirable, Guarded):
             TransportError: Redis could not be reached after retries (the lock then expires
                 by its lease; renewal has stopped).
         """
-        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
+        _run(self._core.unlock(owner_of(owner)))
 
     def force_unlock(self) -> bool:
         """Release the lock whoever holds it, and wake its waiters.
@@ -178,13 +174,12 @@ class RLock(RExpirable, Guarded):
         """How many times the current thread holds the lock (0 when it does not).
 
         Args:
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
-        return _run(self._core.get_hold_count(_owner() if owner is None else _explicit(owner)))
+        return _run(self._core.get_hold_count(owner_of(owner)))
 
     @property
     def is_lost(self) -> bool:
@@ -201,8 +196,7 @@ class RLock(RExpirable, Guarded):
         """Check, with Redis, that the current thread still holds the lock.
 
         Args:
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Raises:
             LockLostError: the hold was lost (the watchdog saw it go, its lease ran out, or
@@ -210,7 +204,7 @@ class RLock(RExpirable, Guarded):
             LockNotHeldError: the current thread never acquired it, or released it.
             TransportError: Redis could not be reached (after retries).
         """
-        _run(self._core.ensure_held(_owner() if owner is None else _explicit(owner)))
+        _run(self._core.ensure_held(owner_of(owner)))
 
     def acquire(
         self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
@@ -220,8 +214,7 @@ class RLock(RExpirable, Guarded):
         Args:
             blocking: ``False`` for a single attempt.
             timeout: seconds to wait when blocking; -1 (default) waits forever.
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Returns:
             ``True`` if the lock is now held.
@@ -231,22 +224,12 @@ class RLock(RExpirable, Guarded):
                 than -1.
             TransportError: Redis could not be reached.
         """
-        return _run(self._core.acquire(
-            _owner() if owner is None else _explicit(owner), blocking, timeout
-        ))
+        return _run(self._core.acquire(owner_of(owner), blocking, timeout))
 
     def release(self, *, owner: OwnerId | None = None) -> None:
-        """``threading.Lock``-style release: the same as [`unlock`][syncprims.RLock.unlock].
-
-        Args:
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
-
-        Raises:
-            LockNotHeldError: the current thread does not hold the lock.
-            TransportError: Redis could not be reached after retries.
-        """
-        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
+        """``threading.Lock``-style release: the same as
+        [`unlock`][syncprims.RLock.unlock] (its ``owner`` and errors)."""
+        _run(self._core.unlock(owner_of(owner)))
 
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as
@@ -263,8 +246,7 @@ class RLock(RExpirable, Guarded):
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.
 
         Args:
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current thread.
+            owner: as in [`lock`][syncprims.RLock.lock].
 
         Returns:
             A [`LockStatistics`][syncprims.LockStatistics] for the current thread (three reads,
@@ -273,20 +255,15 @@ class RLock(RExpirable, Guarded):
         Raises:
             TransportError: Redis could not be reached (after retries).
         """
-        return _run(self._core.statistics(_owner() if owner is None else _explicit(owner)))
+        return _run(self._core.statistics(owner_of(owner)))
 
     def info(self) -> LockInfo:
         """What the lock keeps in Redis now, whoever holds it: for health checks, admin pages
         and tests (``syncprims inspect NAME`` prints the same).
 
-        Reads (never writes) the holders with their hold counts, the TTL, the waiters Redis
-        records (a fair lock's queue with each deadline, the syncprims clients registered
-        as waiting for an RLock, a read-write lock's waiting writers), a fenced lock's token
-        and the subscribers of the lock's channels, and names each holder's and waiter's
-        process (host, pid, client name) from the record its syncprims client keeps in
-        Redis; a holder with no record (``syncprims_client=False``) is not a syncprims
-        client, for example a Redisson Java client. A read-write lock's sides both show the
-        whole lock.
+        Reads (never writes) the holders, the TTL, the waiters Redis records, a fenced
+        lock's token and the channels' subscribers, each holder and waiter with its process
+        (docs/locks.md, "Who holds it"). A read-write lock's sides both show the whole lock.
 
         Returns:
             A [`LockInfo`][syncprims.LockInfo] (a few reads, not atomic together: it may be

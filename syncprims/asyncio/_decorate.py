@@ -1,4 +1,4 @@
-"""Lock objects as decorators: the call runs while the lock is held."""
+"""What the face's lock objects share: ``owner=`` arguments, and use as decorators."""
 
 from __future__ import annotations
 
@@ -7,12 +7,18 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import ParamSpec, Self, TypeVar
 
+from syncprims._core.owners import OwnerId, current_task_owner, explicit_owner
 from syncprims._protocol.templates import require_coroutine_function
 
-__all__ = ["Guarded", "P", "T", "locked"]
+__all__ = ["Guarded", "P", "T", "locked", "owner_of"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def owner_of(owner: OwnerId | None) -> int:
+    """The owner id a call acts for: ``owner`` when given, else the current task's."""
+    return current_task_owner() if owner is None else explicit_owner(owner)
 
 
 def locked(

@@ -6,9 +6,8 @@ from typing import final
 
 from syncprims._core.fenced import FencedLockCore
 from syncprims._core.owners import OwnerId
-from syncprims._core.owners import current_task_owner as _owner
-from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.timing import Duration
+from syncprims.asyncio._decorate import owner_of
 from syncprims.asyncio._lock import RLock
 
 __all__ = ["FencedLock"]
@@ -43,15 +42,12 @@ class FencedLock(RLock):
 
         Args:
             lease_time: as in [`lock`][syncprims.asyncio.RLock.lock] (honoured, unlike Redisson's).
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current task.
+            owner: as in [`lock`][syncprims.asyncio.RLock.lock].
 
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        return await self._core.lock_and_get_token(
-            _owner() if owner is None else _explicit(owner), lease_time
-        )
+        return await self._core.lock_and_get_token(owner_of(owner), lease_time)
 
     async def try_lock_and_get_token(
         self,
@@ -65,15 +61,12 @@ class FencedLock(RLock):
         Args:
             wait_time: as in [`try_lock`][syncprims.asyncio.RLock.try_lock].
             lease_time: as in [`lock`][syncprims.asyncio.RLock.lock].
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current task.
+            owner: as in [`lock`][syncprims.asyncio.RLock.lock].
 
         Returns:
             The token, or ``None`` when not acquired.
         """
-        return await self._core.try_lock_and_get_token(
-            _owner() if owner is None else _explicit(owner), wait_time, lease_time
-        )
+        return await self._core.try_lock_and_get_token(owner_of(owner), wait_time, lease_time)
 
     async def get_token(self) -> int:
         """The latest token handed out by this lock (0 before any acquisition)."""

@@ -7,11 +7,10 @@ from typing import final
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
-from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
-from syncprims.asyncio._decorate import Guarded
+from syncprims.asyncio._decorate import Guarded, owner_of
 from syncprims.asyncio._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
@@ -88,7 +87,7 @@ class MultiLock(Guarded):
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        await self._core.lock(_owner() if owner is None else _explicit(owner), lease_time)
+        await self._core.lock(owner_of(owner), lease_time)
 
     async def try_lock(
         self,
@@ -103,8 +102,7 @@ class MultiLock(Guarded):
             wait_time: the longest wait, seconds or ``timedelta``; ``None`` or 0 for a single
                 attempt; ``math.inf`` to wait forever.
             lease_time: as in [`lock`][syncprims.asyncio.MultiLock.lock].
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current task.
+            owner: as in [`lock`][syncprims.asyncio.MultiLock.lock].
 
         Returns:
             ``True`` if held now.
@@ -112,22 +110,19 @@ class MultiLock(Guarded):
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
         """
-        return await self._core.try_lock(
-            _owner() if owner is None else _explicit(owner), wait_time, lease_time
-        )
+        return await self._core.try_lock(owner_of(owner), wait_time, lease_time)
 
     async def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release every sub-lock, in parallel.
 
         Args:
-            owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
-                ``client.new_owner()``) instead of the current task.
+            owner: as in [`lock`][syncprims.asyncio.MultiLock.lock].
 
         Raises:
             LockNotHeldError: a sub-lock was not held (after releasing the others).
             TransportError: a server could not be reached (after retries).
         """
-        await self._core.unlock(_owner() if owner is None else _explicit(owner))
+        await self._core.unlock(owner_of(owner))
 
     async def is_held_by_current_thread(self) -> bool:
         """Whether the current task holds the required sub-locks.
@@ -156,7 +151,7 @@ class MultiLock(Guarded):
             LockLostError: the hold was lost (too few sub-locks still hold it).
             LockNotHeldError: it was never acquired, or released.
         """
-        await self._core.ensure_held(_owner() if owner is None else _explicit(owner))
+        await self._core.ensure_held(owner_of(owner))
 
     def validity_time(self, *, owner: OwnerId | None = None) -> float | None:
         """Seconds left before the earliest sub-lock may expire, for a lock taken with a lease.
@@ -167,7 +162,7 @@ class MultiLock(Guarded):
         hold (watchdog leases are renewed; see the guarantees page). ``owner``: an
         explicit owner ([`OwnerId`][syncprims.OwnerId]) instead of the current task.
         """
-        return self._core.validity_time(_owner() if owner is None else _explicit(owner))
+        return self._core.validity_time(owner_of(owner))
 
     async def acquire(
         self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
@@ -179,14 +174,12 @@ class MultiLock(Guarded):
             ValueError: a timeout with ``blocking=False``, or a negative timeout other
                 than -1.
         """
-        return await self._core.acquire(
-            _owner() if owner is None else _explicit(owner), blocking, timeout
-        )
+        return await self._core.acquire(owner_of(owner), blocking, timeout)
 
     async def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.asyncio.MultiLock.unlock]."""
-        await self._core.unlock(_owner() if owner is None else _explicit(owner))
+        await self._core.unlock(owner_of(owner))
 
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as
@@ -208,7 +201,7 @@ class MultiLock(Guarded):
         Raises:
             TransportError: a Redis could not be reached (after retries).
         """
-        return await self._core.statistics(_owner() if owner is None else _explicit(owner))
+        return await self._core.statistics(owner_of(owner))
 
 
 @final
@@ -224,10 +217,8 @@ class RedLock(MultiLock):
     left counts as failed. ``unlock()`` releases every sub-lock in parallel and ignores a minority
     of failures; it raises when fewer than a majority could be released.
 
-    Safety caveats (the Redis distlock page): a master restarted *without persistence* may
-    forget a lock it granted and grant it again; clock jumps on the masters shorten leases;
-    a holder paused beyond its validity may still act. Use persistence with fsync (or delay
-    restarts by the longest lease), and fencing tokens where storage can check them.
+    Safety caveats (restarts without persistence, clock jumps, paused holders) and what to do
+    about them: docs/multi-lock.md.
 
     Algorithm: the Redis distlock "Redlock" algorithm; Redisson ``RedissonRedLock``, with
     parallel attempts.
