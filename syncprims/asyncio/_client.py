@@ -210,8 +210,7 @@ class Client:
             raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
-            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
-                ``raise_on_release_error`` not a ``bool``.
+            TypeError, ValueError: as [`get_lock`][syncprims.asyncio.Client.get_lock].
         """
         return NonReentrantLock(
             _with_callback(NonReentrantLockCore(self._ex, name), on_lost, raise_on_release_error)
@@ -234,8 +233,7 @@ class Client:
             raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
-            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
-                ``raise_on_release_error`` not a ``bool``.
+            TypeError, ValueError: as [`get_lock`][syncprims.asyncio.Client.get_lock].
         """
         return NonReentrantFairLock(
             _with_callback(
@@ -258,8 +256,7 @@ class Client:
             raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
         Raises:
-            TypeError, ValueError: a bad name, ``on_lost`` not callable, or
-                ``raise_on_release_error`` not a ``bool``.
+            TypeError, ValueError: as [`get_lock`][syncprims.asyncio.Client.get_lock].
         """
         core = _with_callback(FairLockCore(self._ex, name), on_lost, raise_on_release_error)
         return FairLock(core)
@@ -277,10 +274,8 @@ class Client:
         Args:
             name: the lock's Redis key; a non-empty ``str``.
             writer_preference: ``True``: a writer that has to wait holds back new readers
-                (of clients that also ask for it) until it has had the lock, so that a
-                stream of overlapping readers cannot starve it. Redisson has no such
-                option; its readers, and those of clients without it, are not held back
-                (see the read-write lock guide). ``False`` (default): Redisson's behaviour.
+                (of clients that also ask for it), so that overlapping readers cannot starve
+                it (docs/rw-lock.md). ``False`` (default): Redisson's behaviour.
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock] (for both sides).
             raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock]
                 (for both sides).
@@ -311,12 +306,9 @@ class Client:
         Args:
             name: the lock's Redis key; a non-empty ``str``.
             durable_tokens: ``True``: every token is at least the server's clock in
-                microseconds since the epoch, so tokens stay strictly higher than all
-                earlier ones across an empty restart, the eviction of the counter and a
-                failover that lost the last writes (as long as the server's clock does not
-                step back across the loss). ``False`` (default): Redisson's counter, which
-                starts again from 1 after such a loss (docs/fenced-lock.md, "Durable
-                tokens").
+                microseconds, so tokens stay higher than all earlier ones after Redis lost
+                the counter (docs/fenced-lock.md, "Durable tokens"). ``False`` (default):
+                Redisson's counter, which starts again from 1 after such a loss.
             on_lost: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
             raise_on_release_error: as in [`get_lock`][syncprims.asyncio.Client.get_lock].
 
@@ -419,11 +411,8 @@ class Client:
         Args:
             name: the semaphore's Redis key; a non-empty ``str``.
             server_time: ``True``: leases start and end on the server's clock (the scripts
-                read ``TIME``), so a client whose clock is off cannot end another's lease
-                early or keep its own too long; for deployments without Redisson clients
-                (their scripts count on each client's clock). ``False`` (default):
-                Redisson's layout, leases as epoch ms from each client's wall clock: a
-                client whose clock runs ahead reclaims others' leases early
+                read ``TIME``), for deployments without Redisson clients. ``False``
+                (default): Redisson's layout, leases from each client's wall clock
                 (docs/semaphores.md, "Clocks").
 
         Raises:
@@ -559,13 +548,10 @@ async def connect(source: Source | None = None, /, **options: Unpack[ConnectOpti
             ``master_for`` client), a ``redis.asyncio.ConnectionPool`` (any kind) or a
             ``redis.asyncio.RedisCluster``, whose connections (and so credentials, TLS,
             database, client name, timeouts, pool size) syncprims uses; it stays yours and
-            stays open after [`shutdown`][syncprims.asyncio.Client.shutdown]. Or a URL:
-            ``redis://[[user]:password@] host[:port][/db]``, ``rediss://...`` (TLS),
-            ``unix:///path``, with redis-py's query parameters
-            (``?ssl_ca_certs=...&client_name=...``); ``redis+cluster://host:port,host:port`` (a
-            cluster, from any of its nodes) or ``redis+sentinel://host:port,host:port/master_name``
-            (a master found through its sentinels). ``None``: the ``REDIS_URL`` environment
-            variable, else ``redis://127.0.0.1:6379``.
+            stays open after [`shutdown`][syncprims.asyncio.Client.shutdown]. Or a URL
+            (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``,
+            ``redis+sentinel://``: docs/configuration.md). ``None``: the ``REDIS_URL``
+            environment variable, else ``redis://127.0.0.1:6379``.
         **options: syncprims' own options ([`Config`][syncprims.Config]):
             ``lock_watchdog_timeout``, ``timeout``, ``retry_attempts``... A misspelt one is
             a type error for mypy and a ``TypeError`` at run time.

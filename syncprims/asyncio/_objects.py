@@ -86,20 +86,13 @@ class RObject:
         ``RObservable.addListener`` with an ``ExpiredObjectListener`` /
         ``DeletedObjectListener``).
 
-        Built on [Redis keyspace notifications](
-        https://redis.io/docs/latest/develop/use/keyspace-notifications/): the client
-        subscribes to ``__keyspace@<db>__:<name>`` and reacts to its ``expired`` and ``del``
-        events (``DEL`` and ``UNLINK``; a lock's last ``unlock()`` and ``force_unlock()``
-        delete its key). Only the main key (``name``) is watched. In a cluster the channel
-        is subscribed on the node that owns the name's slot; a listener stays with that node
-        (after resharding or a failover, remove it and add it again). Events published while
-        the pub/sub connection is down are lost.
-
-        Each callback is called as ``callback(name)``.
-        It runs on the client's event loop: keep it short (the watchdog runs there too).
-        Callbacks run one at a time, in the order of the events; one that raises is logged
-        (logger ``syncprims.listeners``) and later events are delivered as usual. Listeners
-        are removed when the client shuts down.
+        Built on Redis keyspace notifications for the main key (``name``) only: its
+        ``expired`` and ``del`` events (``DEL``, ``UNLINK``; a lock's last ``unlock()`` and
+        ``force_unlock()`` delete it); clusters, ACLs and missed events: docs/locks.md,
+        "Listening for expiry and deletion". Each callback is called as ``callback(name)``,
+        one at a time, in the order of the events. It runs on the client's event loop: keep
+        it short (the watchdog runs there too). One that raises is logged (logger
+        ``syncprims.listeners``).
 
         Args:
             on_expired: called when Redis removes the key because its time to live ran out.

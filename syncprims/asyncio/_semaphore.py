@@ -184,14 +184,7 @@ class PermitExpirableSemaphore(RExpirable):
 
     Use it when holders may die (a killed worker's permit returns by itself). Each acquire
     returns a permit id (32 hex characters) to release later; releasing an unknown id raises.
-    [`acquire`][syncprims.asyncio.PermitExpirableSemaphore.acquire] and
-    [`try_acquire`][syncprims.asyncio.PermitExpirableSemaphore.try_acquire] lease one permit
-    and return its id (a ``str``);
-    [`acquire_many`][syncprims.asyncio.PermitExpirableSemaphore.acquire_many] and
-    [`try_acquire_many`][syncprims.asyncio.PermitExpirableSemaphore.try_acquire_many] lease
-    several at once, all or none, and return a ``list`` of ids, which
-    [`release`][syncprims.asyncio.PermitExpirableSemaphore.release] takes back in one call
-    (again all or none).
+    The ``*_many`` methods lease several at once, all or none, and return a ``list`` of ids.
 
     Example:
         ```python
@@ -390,25 +383,12 @@ class PermitExpirableSemaphore(RExpirable):
         return await self._core.try_set_permits(permits)
 
     async def statistics(self) -> SemaphoreStatistics:
-        """A snapshot for debugging: available and acquired permits, and this client's waiters.
-
-        Returns:
-            A [`SemaphoreStatistics`][syncprims.SemaphoreStatistics].
-
-        Raises:
-            TransportError: Redis could not be reached (after retries).
-        """
+        """A snapshot for debugging: available and acquired permits, and this client's waiters;
+        returns and raises as [`Semaphore.statistics`][syncprims.asyncio.Semaphore.statistics]."""
         return await self._core.statistics()
 
     async def info(self) -> SemaphoreInfo:
-        """What the semaphore keeps in Redis now: the permits available, each leased
-        permit with the time left on its lease, the TTL and the subscribers of its channel.
-
-        Returns:
-            A [`SemaphoreInfo`][syncprims.SemaphoreInfo] (a few reads, not atomic together).
-
-        Raises:
-            TransportError: Redis could not be reached (after retries).
-            ServerReplyError: Redis refused to read the semaphore's keys (an ACL).
-        """
+        """What the semaphore keeps in Redis now, as
+        [`Semaphore.info`][syncprims.asyncio.Semaphore.info], with each leased permit and the
+        time left on its lease (its returns and errors)."""
         return await self._core.info()
