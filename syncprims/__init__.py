@@ -37,16 +37,13 @@ from syncprims._protocol.statistics import LatchStatistics, LockStatistics, Sema
 from syncprims._protocol.timing import Duration
 from syncprims._sync._client import Client, LostCallback, MasterSet, Source, connect, connect_many
 from syncprims._sync._election import LeaderElection
-from syncprims._sync._fair import FairLock
 from syncprims._sync._fenced import FencedLock
 from syncprims._sync._latch import CountDownLatch
-from syncprims._sync._lock import RLock
+from syncprims._sync._lock import FairLock, NonReentrantFairLock, NonReentrantLock, RLock, SpinLock
 from syncprims._sync._multi import MultiLock, RedLock
-from syncprims._sync._nonreentrant import NonReentrantFairLock, NonReentrantLock
 from syncprims._sync._objects import RExpirable, RObject
 from syncprims._sync._rwlock import ReadLock, ReadWriteLock, WriteLock
 from syncprims._sync._semaphore import PermitExpirableSemaphore, Semaphore
-from syncprims._sync._spin import SpinLock
 from syncprims._transport.sources import redis_from_url
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (

@@ -41,16 +41,19 @@ from syncprims.asyncio._client import (
     connect_many,
 )
 from syncprims.asyncio._election import LeaderElection
-from syncprims.asyncio._fair import FairLock
 from syncprims.asyncio._fenced import FencedLock
 from syncprims.asyncio._latch import CountDownLatch
-from syncprims.asyncio._lock import RLock
+from syncprims.asyncio._lock import (
+    FairLock,
+    NonReentrantFairLock,
+    NonReentrantLock,
+    RLock,
+    SpinLock,
+)
 from syncprims.asyncio._multi import MultiLock, RedLock
-from syncprims.asyncio._nonreentrant import NonReentrantFairLock, NonReentrantLock
 from syncprims.asyncio._objects import RExpirable, RObject
 from syncprims.asyncio._rwlock import ReadLock, ReadWriteLock, WriteLock
 from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
-from syncprims.asyncio._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import (
     AuthenticationError,

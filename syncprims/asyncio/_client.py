@@ -30,17 +30,20 @@ from syncprims._protocol.templates import lock_namer, require_coroutine_function
 from syncprims._protocol.timing import Duration, lease_ms, wait_seconds
 from syncprims._runtime.aio import AsyncExecutor as _Executor
 from syncprims._runtime.aio import open_executor as _open
-from syncprims.asyncio._decorate import P, T
+from syncprims.asyncio._decorate import P, T, locked
 from syncprims.asyncio._election import LeaderElection
-from syncprims.asyncio._fair import FairLock
 from syncprims.asyncio._fenced import FencedLock
 from syncprims.asyncio._latch import CountDownLatch
-from syncprims.asyncio._lock import RLock
+from syncprims.asyncio._lock import (
+    FairLock,
+    NonReentrantFairLock,
+    NonReentrantLock,
+    RLock,
+    SpinLock,
+)
 from syncprims.asyncio._multi import MultiLock, RedLock
-from syncprims.asyncio._nonreentrant import NonReentrantFairLock, NonReentrantLock
 from syncprims.asyncio._rwlock import ReadWriteLock
 from syncprims.asyncio._semaphore import PermitExpirableSemaphore, Semaphore
-from syncprims.asyncio._spin import SpinLock
 from syncprims.config import Config, ConnectOptions
 from syncprims.errors import LockTimeoutError, TransportError
 
@@ -501,13 +504,10 @@ class Client:
         ) -> Callable[P, Coroutine[object, object, T]]:
             require_coroutine_function(func)
             namer = lock_namer(name, func)
-
-            @functools.wraps(func)
-            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-                async with _holding(get(namer(args, kwargs)), wait_time, lease_time):
-                    return await func(*args, **kwargs)
-
-            return wrapper
+            return locked(
+                lambda args, kwargs: _holding(get(namer(args, kwargs)), wait_time, lease_time),
+                func,
+            )
 
         return decorate
 

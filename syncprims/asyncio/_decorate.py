@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
 from syncprims._core.owners import OwnerId, current_task_owner, explicit_owner
 from syncprims._protocol.templates import require_coroutine_function
@@ -22,9 +22,11 @@ def owner_of(owner: OwnerId | None) -> int:
 
 
 def locked(
-    lock: AbstractAsyncContextManager[object], func: Callable[P, Awaitable[T]]
+    hold: Callable[[tuple[Any, ...], dict[str, Any]], AbstractAsyncContextManager[object]],
+    func: Callable[P, Awaitable[T]],
 ) -> Callable[P, Coroutine[object, object, T]]:
-    """``func`` wrapped in ``async with lock:``.
+    """``func`` wrapped in ``async with hold(args, kwargs):``, ``args`` and ``kwargs`` being
+    each call's (a lock object, or a lock named after the call).
 
     Raises:
         TypeError: ``func`` is not an ``async def`` function (of the sync face: is one).
@@ -33,7 +35,7 @@ def locked(
 
     @functools.wraps(func)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        async with lock:
+        async with hold(args, kwargs):
             return await func(*args, **kwargs)
 
     return wrapper
@@ -61,7 +63,7 @@ class Guarded:
         Raises:
             TypeError: ``func`` is not an ``async def`` function (of the sync face: is one).
         """
-        return locked(self, func)
+        return locked(lambda args, kwargs: self, func)
 
     async def __aenter__(self) -> Self:
         await self._enter()

@@ -99,10 +99,9 @@ class LeaderElection:
     def is_leader(self) -> bool:
         """Whether this candidate leads now (no Redis call is made).
 
-        False from the moment its lease has run out as counted here (from when the last
-        renewal was sent, less a drift allowance), which is no later than Redis lets it
-        go, and from the moment the watchdog found the leadership gone (a delete, or a
-        server that lost its data: at the next renewal, or within about a second).
+        False once its lease has run out as counted here (no later than Redis lets it go),
+        or the watchdog found the leadership gone (docs/election.md, "When a leadership is
+        lost").
         """
         return self._core.is_leader()
 
@@ -152,11 +151,9 @@ class LeaderElection:
         """The leader now, then each change: another leader, a new value, a vacancy
         (``None``).
 
-        Woken by the election's own channel (a new term, a proclaim, a resign publish
-        there), and re-reading when the current lease may have run out, since an expiry
-        publishes nothing: a crashed leader's vacancy is reported within its lease, never
-        hidden. A change shorter than a read (a vacancy between a resign and the next
-        term) may be folded into the next; terms tell every leadership apart.
+        A crashed leader's vacancy is reported within its lease; a change shorter than a
+        read may be folded into the next, terms tell every leadership apart
+        (docs/election.md, "Observing").
 
         Args:
             timeout: the longest wait for a change, seconds or ``timedelta``; when it

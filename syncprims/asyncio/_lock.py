@@ -1,11 +1,11 @@
-"""``RLock``: the reentrant distributed lock."""
+"""``RLock``: the reentrant distributed lock, and its kinds that add no method of their own."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Self
+from typing import Self, final
 
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import OwnerId
@@ -18,7 +18,7 @@ from syncprims.asyncio._decorate import Guarded, owner_of
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
-__all__ = ["RLock"]
+__all__ = ["FairLock", "NonReentrantFairLock", "NonReentrantLock", "RLock", "SpinLock"]
 
 
 class RLock(RExpirable, Guarded):
@@ -76,8 +76,7 @@ class RLock(RExpirable, Guarded):
                 the lease to end ``max_hold`` after the grant, and then the holder is told
                 through ``on_lost`` (reason ``LossReason.MAX_HOLD``; ``is_lost`` turns
                 true). A reentrant acquire keeps the earliest bound. ``None`` (default):
-                renewed until unlocked. (pottery's and python-redis-lock's users' "renew,
-                but never hold longer than T".)
+                renewed until unlocked.
             owner: an explicit owner ([`OwnerId`][syncprims.OwnerId], from
                 ``client.new_owner()``) instead of the current task: the hold may then be
                 released, renewed and checked from any thread or task that passes it.
@@ -366,3 +365,98 @@ class RLock(RExpirable, Guarded):
                 instead.
         """
         return await self._core.info()
+
+
+@final
+class FairLock(RLock):
+    """A reentrant lock that waiters get in the order they asked for it (FIFO).
+
+    Choose it over [`RLock`][syncprims.asyncio.RLock] when starvation matters: under contention an
+    ``RLock`` goes to whoever asks first after a release (often the releaser itself), a ``FairLock``
+    to the waiter that has waited longest. A dead waiter holds the queue up for at most its wait
+    time, or ``Config.fair_lock_wait_timeout`` (300 s) when it waits without a limit.
+
+    Same methods as [`RLock`][syncprims.asyncio.RLock]; where they differ from Redisson's:
+    docs/fair-lock.md, "Decisions".
+
+    Algorithm: Redisson ``RedissonFairLock`` (list ``redisson_lock_queue:{name}``, zset
+    ``redisson_lock_timeout:{name}``, channel ``redisson_lock__channel:{name}:<owner>``).
+    """
+
+    __slots__ = ()
+
+
+@final
+class NonReentrantLock(RLock):
+    """A lock that its owner cannot acquire again while holding it (not reentrant).
+
+    Choose it over [`RLock`][syncprims.asyncio.RLock] when a second acquire by the same
+    task is a bug you want to hear about (the default semantics of redis-py's ``Lock`` and
+    python-redis-lock, and of ``asyncio.Lock``): ``lock()``, ``try_lock()`` and
+    ``acquire()`` by an owner that holds it raise
+    [`LockReentryError`][syncprims.LockReentryError] at once, instead of counting another
+    hold (an ``asyncio.Lock`` would deadlock). The hold it has is kept. Other owners wait or
+    fail as for an ``RLock``, and one ``unlock()`` releases it.
+
+    Same methods as [`RLock`][syncprims.asyncio.RLock]; ``get_hold_count()`` is 0 or 1.
+    Same keys as an ``RLock`` of the name: Redisson's ``RLock`` and
+    ``getNonReentrantLock`` clients exclude it, and it them.
+
+    Example:
+        ```python
+        lock = client.get_non_reentrant_lock("reports:nightly")
+        async with lock:
+            ...
+            await lock.lock()        # LockReentryError: the task holds it already
+        ```
+
+    Algorithm: Redisson 4.4 ``RedissonNonReentrantLock`` (the RLock's hash; the acquire
+    script answers the error ``NON_REENTRANT_REACQUIRE`` to an owner that holds the lock).
+    """
+
+    __slots__ = ()
+
+
+@final
+class NonReentrantFairLock(RLock):
+    """A first-come, first-served lock that its owner cannot acquire again while holding it.
+
+    [`FairLock`][syncprims.asyncio.FairLock]'s queue and deadlines, with
+    [`NonReentrantLock`][syncprims.asyncio.NonReentrantLock]'s refusal: an acquire by an
+    owner that holds it raises [`LockReentryError`][syncprims.LockReentryError] at once
+    (it neither counts a hold nor joins the queue). Same keys as a ``FairLock`` of the name.
+
+    Algorithm: Redisson 4.4 ``RedissonNonReentrantFairLock`` (``RedissonFairLock``'s layout;
+    the acquire script answers ``NON_REENTRANT_REACQUIRE`` to an owner that holds the lock).
+    """
+
+    __slots__ = ()
+
+
+@final
+class SpinLock(RLock):
+    """A reentrant lock whose waiters re-try with a growing pause instead of using pub/sub.
+
+    Choose it over [`RLock`][syncprims.asyncio.RLock] when waits are many and short (the lock
+    is held for milliseconds), in a cluster, or where pub/sub is scarce: a waiter holds no
+    subscription and no pub/sub connection, and a release publishes nothing, so nothing is
+    lost when pub/sub is slow, and sharded channels are not needed. It costs Redis calls while
+    waiting (one attempt per pause) and latency (a waiter notices a release at its next
+    attempt, up to ``max_delay`` later), so prefer an ``RLock`` for long waits.
+
+    Same methods and Redis layout as [`RLock`][syncprims.asyncio.RLock] (a spin lock and an
+    ``RLock`` of one name exclude each other). The pauses are Redisson's defaults: 1 ms,
+    doubling with a jitter of a few ms, at most 128 ms; set them with
+    [`get_spin_lock`][syncprims.asyncio.Client.get_spin_lock].
+
+    Example:
+        ```python
+        lock = client.get_spin_lock("counters:7")
+        async with lock:
+            ...                      # a short critical section
+        ```
+
+    Algorithm: Redisson ``RedissonSpinLock`` with ``LockOptions.ExponentialBackOff``.
+    """
+
+    __slots__ = ()

@@ -249,10 +249,6 @@ class PermitExpirableSemaphore(RExpirable):
         """Lease ``permits`` permits at once, all or none, waiting as long as it takes
         (Redisson's ``acquire(permits, leaseTime, unit)``).
 
-        A separate method, not an ``acquire(permits=...)`` option, so that each method has
-        one return type: [`acquire`][syncprims.asyncio.PermitExpirableSemaphore.acquire]
-        returns one id (a ``str``), this a list.
-
         Args:
             permits: how many, 0 to 1000 (0 returns ``[]`` at once without Redis).
             lease_time: seconds or ``timedelta`` until the permits come back by themselves
