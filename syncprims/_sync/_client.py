@@ -510,16 +510,13 @@ class Client:
     def shutdown(self) -> None:
         """Stop the services and give every connection back. Idempotent.
 
-        Releases in flight (an ``unlock()``, a permit given back, in other tasks or
-        threads) finish first, for up to the operation timeout (``timeout`` times the
-        attempts, plus back-off); no acquisition starts meanwhile, and waiting callers are
-        woken and raise ``ClientClosedError`` once they have left the wait cleanly (a lock
-        granted to one of them meanwhile is given back). A leader election's leadership is
-        then resigned, its work stopped first (``resign()``), so that the next candidate leads
-        at once. Locks still held then stop being renewed and expire by their lease; later calls on
-        this client's objects raise ``ClientClosedError``. A redis-py client (or pool) passed to
-        [`connect`][syncprims.connect] stays open and usable: its owner closes it. A client
-        made from a URL is closed.
+        Releases in flight (in other tasks or threads) finish first, for up to the operation
+        timeout; waiting callers are woken and raise ``ClientClosedError`` (docs/design.md,
+        "Shutdown"). Leaderships are then resigned (``resign()``), so that the next
+        candidate leads at once. Locks still held then stop being renewed and expire by their
+        lease; later calls on this client's objects raise ``ClientClosedError``. A redis-py
+        client (or pool) passed to [`connect`][syncprims.connect] stays open and
+        usable: its owner closes it. A client made from a URL is closed.
         """
         _run(self._ex.aclose())
 

@@ -22,13 +22,11 @@ class LeaderElection:
     Use it when exactly one instance of a service must run something (the scheduler, the
     consumer, the cron job) and another must take over when it stops. Make one with
     [`get_leader_election`][syncprims.Client.get_leader_election] per candidate;
-    [`campaign`][syncprims.LeaderElection.campaign] waits to lead, candidates
-    being served in the order they came. Leadership is a hold of the election's lock,
-    renewed by the watchdog: it ends with [`resign`][syncprims.LeaderElection.resign]
-    or the client's shutdown (the next candidate leads one round trip later), or when its
-    lease runs out (a crashed leader is replaced within its lease). Every leadership has a
-    [`term`][syncprims.LeaderElection.term], a fencing token strictly higher than
-    every earlier one: pass it to the storage the leader writes to.
+    [`campaign`][syncprims.LeaderElection.campaign] waits to lead, in arrival
+    order. Leadership ends with [`resign`][syncprims.LeaderElection.resign], the
+    client's shutdown, or when its lease runs out (a crashed leader is replaced within its
+    lease). Every leadership has a [`term`][syncprims.LeaderElection.term], a
+    fencing token strictly higher than every earlier one: pass it to the storage it writes to.
 
     Example:
         ```python
@@ -132,9 +130,8 @@ class LeaderElection:
     def resign(self) -> bool:
         """Give the leadership up: the leader's work is stopped first (an asyncio
         ``lead_or_cancel()`` block is cancelled and awaited), ``on_revoked(None)`` is called,
-        then the lock is released and handed to the next candidate in the same round trip.
-        Nothing happens if this candidate does not lead. The client's shutdown resigns every
-        leadership of its candidates.
+        then the next candidate is handed the lock (docs/election.md, "Hand-over"). Nothing
+        happens if this candidate does not lead.
 
         Returns:
             ``True`` if this candidate led.

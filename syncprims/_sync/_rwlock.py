@@ -33,10 +33,9 @@ class WriteLock(RLock):
     """The write side of a [`ReadWriteLock`][syncprims.ReadWriteLock]: excludes readers and
     other writers.
 
-    Same methods as [`RLock`][syncprims.RLock]. Its owner may also take the read side (then
-    releasing the write side downgrades to a read lock). An owner holding only read locks cannot
-    upgrade: its write request waits like any other writer, so use ``try_lock`` with a wait
-    time there (``lock()`` would wait for its own read holds to go away).
+    Same methods as [`RLock`][syncprims.RLock]. Its owner may also take the read side
+    (downgrade); an owner holding only read locks cannot upgrade, its write request waiting
+    for its own read holds too (docs/rw-lock.md).
     """
 
     __slots__ = ()
@@ -61,8 +60,8 @@ class ReadWriteLock(RExpirable):
             ...                       # alone
         ```
 
-    There is no writer preference (as in Redisson): a writer waits for a moment without
-    readers, so a constant stream of overlapping readers can delay it.
+    Writers have no preference unless asked for (``writer_preference=True``): a stream of
+    overlapping readers can delay them.
     """
 
     __slots__ = ("_read", "_write")

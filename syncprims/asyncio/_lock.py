@@ -27,13 +27,12 @@ class RLock(RExpirable, Guarded):
     Use it to make one critical section run at a time anywhere in a fleet. It is Redisson's
     ``RLock`` (same keys, fields and messages, so Java and Python clients exclude each
     other). The owner is the current asyncio task; the owner may acquire again (reentrancy)
-    and must release as many times. Waiters are woken by a pub/sub message when the lock is
-    released, and re-check at the latest when the holder's lease runs out.
+    and must release as many times.
 
-    Without ``lease_time`` the lease is ``Config.lock_watchdog_timeout`` (30 s) and the
-    client's watchdog renews it every third of that until ``unlock()``; if the process dies,
-    the lock frees itself within that timeout. With ``lease_time`` the lock expires after it,
-    held or not: use a lease longer than the critical section can take.
+    Without ``lease_time`` the client's watchdog renews the lease until ``unlock()``, and
+    the lock of a process that died frees itself within ``Config.lock_watchdog_timeout``
+    (30 s); with ``lease_time`` the lock expires after it, held or not (docs/locks.md,
+    "Leases and the watchdog").
 
     Example:
         ```python
@@ -391,16 +390,12 @@ class NonReentrantLock(RLock):
     """A lock that its owner cannot acquire again while holding it (not reentrant).
 
     Choose it over [`RLock`][syncprims.asyncio.RLock] when a second acquire by the same
-    task is a bug you want to hear about (the default semantics of redis-py's ``Lock`` and
-    python-redis-lock, and of ``asyncio.Lock``): ``lock()``, ``try_lock()`` and
-    ``acquire()`` by an owner that holds it raise
-    [`LockReentryError`][syncprims.LockReentryError] at once, instead of counting another
-    hold (an ``asyncio.Lock`` would deadlock). The hold it has is kept. Other owners wait or
-    fail as for an ``RLock``, and one ``unlock()`` releases it.
+    task is a bug you want to hear about: ``lock()``, ``try_lock()`` and ``acquire()`` by an
+    owner that holds it raise [`LockReentryError`][syncprims.LockReentryError] at once (the
+    hold it has is kept), and one ``unlock()`` releases it.
 
-    Same methods as [`RLock`][syncprims.asyncio.RLock]; ``get_hold_count()`` is 0 or 1.
-    Same keys as an ``RLock`` of the name: Redisson's ``RLock`` and
-    ``getNonReentrantLock`` clients exclude it, and it them.
+    Same methods and keys as [`RLock`][syncprims.asyncio.RLock]; ``get_hold_count()`` is 0
+    or 1 (docs/locks.md, "Non-reentrant locks").
 
     Example:
         ```python
@@ -438,15 +433,12 @@ class SpinLock(RLock):
     """A reentrant lock whose waiters re-try with a growing pause instead of using pub/sub.
 
     Choose it over [`RLock`][syncprims.asyncio.RLock] when waits are many and short (the lock
-    is held for milliseconds), in a cluster, or where pub/sub is scarce: a waiter holds no
-    subscription and no pub/sub connection, and a release publishes nothing, so nothing is
-    lost when pub/sub is slow, and sharded channels are not needed. It costs Redis calls while
-    waiting (one attempt per pause) and latency (a waiter notices a release at its next
-    attempt, up to ``max_delay`` later), so prefer an ``RLock`` for long waits.
+    is held for milliseconds), in a cluster, or where pub/sub is scarce; prefer an ``RLock``
+    for long waits (a waiter notices a release up to ``max_delay`` late): docs/locks.md,
+    "Spin locks".
 
     Same methods and Redis layout as [`RLock`][syncprims.asyncio.RLock] (a spin lock and an
-    ``RLock`` of one name exclude each other). The pauses are Redisson's defaults: 1 ms,
-    doubling with a jitter of a few ms, at most 128 ms; set them with
+    ``RLock`` of one name exclude each other); the pauses are set with
     [`get_spin_lock`][syncprims.asyncio.Client.get_spin_lock].
 
     Example:

@@ -100,9 +100,8 @@ class RObject:
             configure: ``True`` (default): first make sure the server publishes the events,
                 adding the flags ``K``, ``g`` and ``x`` to ``notify-keyspace-events`` with
                 ``CONFIG SET`` on the key's node (keeping the flags already set).
-                ``False``: change nothing; for a server whose operator enabled them
-                (``notify-keyspace-events`` holding ``Kgx``, or ``KA``) and that refuses
-                ``CONFIG`` (an ACL without ``+config``, a managed Redis).
+                ``False``: change nothing, for a server that refuses ``CONFIG`` and whose
+                operator enabled them (``Kgx`` or ``KA``).
 
         Returns:
             The listener's id (an ``int``), for ``remove_listener``.
