@@ -27,6 +27,8 @@ multi-host forms: ``redis+cluster://[user:password@]host:port,host:port[?...]`` 
 from __future__ import annotations
 
 import functools
+import importlib
+import sys
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -35,13 +37,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import attrs
 import redis
 import redis.asyncio
-import redis.asyncio.cluster
-import redis.asyncio.retry
-import redis.asyncio.sentinel
-import redis.cluster
-import redis.exceptions
-import redis.retry
-import redis.sentinel
 from redis.backoff import NoBackoff
 
 from syncprims._transport.caching import cache_free_pool
@@ -280,7 +275,7 @@ async def async_source(
         try:
             return await _from_async_object(client, owned=client)
         except BaseException:
-            await _aclose(client)
+            await client.aclose()
             raise
     return await _from_async_object(source, owned=None)
 
@@ -329,14 +324,9 @@ async def aclose_source(source: Source) -> None:
     client = source.owned
     if client is None:
         return
-    await _aclose(client)
+    await client.aclose()
     for sentinel in _sentinels(client):
-        await _aclose(sentinel)
-
-
-async def _aclose(client: Any) -> None:
-    close = getattr(client, "aclose", None)  # redis-py 5.0.1+; before, close()
-    await (close() if close is not None else client.close())
+        await sentinel.aclose()
 
 
 def _sentinels(client: Any) -> list[Any]:
@@ -377,50 +367,28 @@ def _defaults(timeout: float | None, connect_timeout: float | None, retry: Any) 
 def _library(scheme: str, asynchronous: bool) -> SimpleNamespace:
     """The classes a URL's client is made of: redis-py's, or valkey-py's for ``valkey``
     schemes (imported then: ``ImportError`` naming the extra when it is missing)."""
+    library: Any = redis
+    name = "Redis"
+    backoff: Any = NoBackoff
+    parse_url: Callable[[str], dict[str, Any]] = redis.connection.parse_url
     if scheme.startswith("valkey"):
-        valkey = use_valkey()
-        if asynchronous:
-            import valkey.asyncio.cluster as vcluster
-            import valkey.asyncio.retry as vretry
-            import valkey.asyncio.sentinel as vsentinel
-
-            client, cluster = valkey.asyncio.Valkey, valkey.asyncio.ValkeyCluster
-        else:
-            import valkey.cluster as vcluster  # type: ignore[no-redef]
-            import valkey.retry as vretry  # type: ignore[no-redef]
-            import valkey.sentinel as vsentinel  # type: ignore[no-redef]
-
-            client, cluster = valkey.Valkey, valkey.ValkeyCluster
+        library = use_valkey()
         from valkey._parsers.url_parser import parse_url as vparse_url  # every 6.x
         from valkey.backoff import NoBackoff as VNoBackoff
 
-        return SimpleNamespace(
-            client=client,
-            cluster=cluster,
-            node=vcluster.ClusterNode,
-            sentinel=vsentinel.Sentinel,
-            retry=vretry.Retry(VNoBackoff(), 0),
-            parse_url=functools.partial(vparse_url, async_connection=asynchronous),
-            single=_VALKEY_SINGLE,
-        )
-    if asynchronous:
-        return SimpleNamespace(
-            client=redis.asyncio.Redis,
-            cluster=redis.asyncio.RedisCluster,
-            node=redis.asyncio.cluster.ClusterNode,
-            sentinel=redis.asyncio.sentinel.Sentinel,
-            retry=redis.asyncio.retry.Retry(NoBackoff(), 0),
-            parse_url=redis.connection.parse_url,
-            single=_SINGLE,
-        )
+        name, backoff = "Valkey", VNoBackoff
+        parse_url = functools.partial(vparse_url, async_connection=asynchronous)
+    face = f"{library.__name__}.asyncio" if asynchronous else library.__name__
+    for module in ("cluster", "retry", "sentinel"):
+        importlib.import_module(f"{face}.{module}")
+    classes = sys.modules[face]
     return SimpleNamespace(
-        client=redis.Redis,
-        cluster=redis.RedisCluster,
-        node=redis.cluster.ClusterNode,
-        sentinel=redis.sentinel.Sentinel,
-        retry=redis.retry.Retry(NoBackoff(), 0),
-        parse_url=redis.connection.parse_url,
-        single=_SINGLE,
+        client=getattr(classes, name),
+        cluster=getattr(classes, f"{name}Cluster"),
+        node=classes.cluster.ClusterNode,
+        sentinel=classes.sentinel.Sentinel,
+        retry=classes.retry.Retry(backoff(), 0),
+        parse_url=parse_url,
     )
 
 
@@ -482,7 +450,7 @@ def _from_url(
     defaults = _defaults(timeout, connect_timeout, lib.retry)
     if asynchronous:
         defaults["socket_timeout"] = None
-    if scheme in lib.single or scheme == "unix":
+    if "+" not in scheme:  # one host
         return lib.client.from_url(url, **defaults)
     hosts = _hosts(url)
     kwargs = _node_kwargs(url, f"{hosts[0][0]}:{hosts[0][1]}", defaults, lib.parse_url)
