@@ -205,20 +205,9 @@ class AsyncExecutor(ExecutorBase[AsyncServer, TaskSubscriber]):
 async def open_executor(
     source: object, config: Config, *, check: bool = True, connect_timeout: float | None = None
 ) -> AsyncExecutor:
-    """An executor for ``source`` (see :func:`syncprims.asyncio.connect`), on the running loop.
-
-    Args:
-        source: a URL or a ``redis.asyncio`` client, pool or cluster.
-        config: the options.
-        check: ``PING`` Redis now (and load a cluster's slot map); ``False`` connects on
-            first use.
-        connect_timeout: with a URL, the made client's connect timeout, seconds.
-
-    Raises:
-        TypeError: ``source`` is of no accepted type.
-        ValueError: a bad URL.
-        TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
-    """
+    """An executor for ``source`` (see :func:`syncprims.asyncio.connect`), on the running loop:
+    :func:`syncprims._runtime.sync.open_executor` for a URL or a ``redis.asyncio`` client, pool
+    or cluster (raising as it does, but for ``MonkeyPatchedError``)."""
     resolved = await async_source(source, timeout=config.timeout, connect_timeout=connect_timeout)
     executor = AsyncExecutor(config, resolved, asyncio.get_running_loop())
     if check:

@@ -76,10 +76,13 @@ class _Nodes:
 
     def _node(self, address: Address, **kwargs: Any) -> Any:
         """The cluster's node at ``address``; one made with ``kwargs`` when redis-py has not
-        seen it yet (an ASK target)."""
+        seen it yet (an ASK target), of the class of the nodes it knows (redis-py's or
+        valkey-py's ``ClusterNode``, either face)."""
         cluster = self._cluster
         node = cluster.get_node(host=address[0], port=address[1])
-        return _node_class(cluster)(address[0], address[1], **kwargs) if node is None else node
+        if node is None:
+            return type(cluster.get_nodes()[0])(address[0], address[1], **kwargs)
+        return node
 
 
 class SyncTopology(_Nodes):
@@ -153,12 +156,6 @@ class AsyncTopology(_Nodes):
 
     def close(self) -> None:
         """Nothing to close: redis.asyncio clusters have no client-side cache."""
-
-
-def _node_class(cluster: Any) -> Any:
-    """The ``ClusterNode`` class of ``cluster``'s library (redis-py's or valkey-py's, either
-    face): the class of the nodes it already knows."""
-    return type(cluster.get_nodes()[0])
 
 
 class Topology(Protocol):

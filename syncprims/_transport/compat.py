@@ -412,8 +412,7 @@ class _Errors:
     :func:`use_valkey` ran). Each attribute is a tuple for ``except`` and ``isinstance``."""
 
     def __init__(self) -> None:
-        self.base: tuple[type[Exception], ...] = ()
-        self.failures: tuple[type[Exception], ...] = (OSError,)  # base, OSError
+        self.failures: tuple[type[Exception], ...] = (OSError,)  # the root errors, OSError
         self.response: tuple[type[Exception], ...] = ()
         self.no_script: tuple[type[Exception], ...] = ()
         self.no_permission: tuple[type[Exception], ...] = ()
@@ -439,11 +438,10 @@ class _Errors:
         exceptions = sys.modules[f"{library.__name__}.exceptions"]
         sentinel = sys.modules[f"{library.__name__}.sentinel"]
 
-        def one(name: str) -> tuple[type[Exception], ...]:
-            cls = getattr(exceptions, name, None)
+        def one(name: str, module: ModuleType = exceptions) -> tuple[type[Exception], ...]:
+            cls = getattr(module, name, None)
             return (cls,) if isinstance(cls, type) else ()
 
-        self.base += one(base)
         self.failures += one(base)
         self.response += one("ResponseError")
         self.no_script += one("NoScriptError")
@@ -461,9 +459,7 @@ class _Errors:
         self.try_again += one("TryAgainError")
         self.cluster_down += one("ClusterDownError")
         self.cluster += one(cluster)
-        not_found = getattr(sentinel, "MasterNotFoundError", None)
-        if isinstance(not_found, type):
-            self.master_not_found += (not_found,)
+        self.master_not_found += one("MasterNotFoundError", sentinel)
         self._added.add(library.__name__)
 
 

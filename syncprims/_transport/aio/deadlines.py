@@ -1,10 +1,9 @@
 """The asyncio transport's deadlines: one timer per server for every call on it ([hot-8]).
 
-``asyncio.timeout`` arms a timer per call, which measured as 12 % of an uncontended asyncio
-acquire+release. Instead each server's :class:`Deadlines` keeps the deadlines of its calls
-and one sweeper timer, armed only while one is pending, that runs every quarter of the reply
-timeout (at most every 0.25 s); a call ends at most that long after its deadline. Two kinds
-of deadline, one mechanism:
+``asyncio.timeout`` arms a timer per call. Instead each server's :class:`Deadlines` keeps
+the deadlines of its calls and one sweeper timer, armed only while one is pending, that runs
+every quarter of the reply timeout (at most every 0.25 s); a call ends at most that long
+after its deadline. Two kinds of deadline, one mechanism:
 
 * **An await in a task** (a call on a pooled connection, the late read of an abandoned one,
   the opening of a shared connection): :meth:`Deadlines.start` registers the current task;

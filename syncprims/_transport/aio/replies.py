@@ -89,12 +89,9 @@ class DirectReplies:
 
 def direct_replies(conn: Any) -> DirectReplies | None:
     """A :class:`DirectReplies` for ``conn`` (connected) when its parser is redis-py's
-    asyncio hiredis parser in a form known here (redis-py 5.3 to 8: a hiredis ``Reader``
-    that returns ``NOT_ENOUGH_DATA`` and error replies as exceptions, the connection's
-    stream, no reply held back by ``can_read``), and a RESP3 push message can be told
-    apart from a reply (hiredis >= 3.2) or none can come (RESP2); else ``None``: the
-    multiplexer's reader then reads with ``read_response`` (:func:`aread`), as it does for a
-    connection class whose ``read_response`` is not redis-py's own (fakeredis)."""
+    asyncio hiredis parser in the form the module docstring names, and a RESP3 push message
+    can be told apart from a reply (hiredis >= 3.2) or none can come (RESP2); else ``None``
+    (read it with :func:`~syncprims._transport.compat.aread`)."""
     parser = getattr(conn, "_parser", None)
     if type(parser).__name__ != "_AsyncHiredisParser":
         return None
@@ -215,12 +212,10 @@ def read_in_callback(
     (then nothing more is handed over, and an exception ``on_reply`` raises counts as
     that); a RESP3 push message goes to the library's push handler, run by
     ``spawn(coroutine)``, but for the kinds in ``push_replies`` (``b"message"``...: a
-    subscriber's), which go to ``on_reply``. A reader task would cost one more turn of the
-    event loop per read: the loop wakes the task, the task parses and wakes the caller
-    (docs/design.md). Where the connection reads with redis-py's hiredis parser in a form
-    :func:`direct_replies` knows and nothing is left unread: ``True``; else ``False``
-    (nothing changed; read with a task). The connection must be read no other way
-    afterwards."""
+    subscriber's), which go to ``on_reply``. Where the connection reads with redis-py's
+    hiredis parser in a form :func:`direct_replies` knows and nothing is left unread:
+    ``True``; else ``False`` (nothing changed; read with a task). The connection must be
+    read no other way afterwards."""
     replies = direct_replies(conn)
     if replies is None:
         return False

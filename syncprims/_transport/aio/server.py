@@ -171,17 +171,10 @@ class AsyncServer:
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> Coroutine[Any, Any, Any]:
-        """Run the script ``call`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT): the
-        coroutine of the shared or the pooled path itself, no layer around it ([hot-1]).
-
-        ``asking`` sends ``ASKING`` first (a cluster ASK redirection); ``on_orphan`` gets
-        the reply if the caller goes away while it is out (cancelled, or past its deadline).
-
-        Raises (when awaited):
-            RedisConnectionError, RedisTimeoutError: with ``maybe_executed`` set when the
-                script may have run.
-            ServerReplyError: Redis answered with an error.
-        """
+        """:meth:`~syncprims._transport.server.Server.eval`, after ``ASKING`` with
+        ``asking`` (a cluster ASK redirection): the coroutine of the shared or the pooled
+        path itself, no layer around it ([hot-1]). ``on_orphan`` gets the reply if the
+        caller goes away while it is out (cancelled, or past its deadline)."""
         if self._shared:  # packed here: the frame keeps no command tuple [hot-4]
             chunks = _ASKING + pack(call.command()) if asking else pack(call.command())
             return self._on_shared(chunks, 2 if asking else 1, context, on_orphan, call.script)
@@ -214,19 +207,10 @@ class AsyncServer:
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> tuple[Any, Any]:
-        """Run the script ``call`` once (as :meth:`eval`) and the plain command ``then``
-        right behind it, in one write on one pooled connection: one round trip for both (an
-        acquire and its ``WAIT``); the call may take ``then.timeout`` longer than the usual
-        timeout.
-
-        Returns:
-            The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with
-            (the script's outcome is never lost to a failure of ``then``; a caller cancelled
-            while ``then``'s reply is in flight hands the script's reply to ``on_orphan``).
-
-        Raises:
-            As :meth:`eval`, for the script.
-        """
+        """:meth:`~syncprims._transport.server.Server.eval_then`, on one pooled connection,
+        after ``ASKING`` with ``asking``; the call may take ``then.timeout`` longer than the
+        usual timeout. A caller cancelled while ``then``'s reply is in flight hands the
+        script's reply to ``on_orphan``."""
         reply, after = await self._pooled(
             call.command(),
             context,
@@ -383,7 +367,7 @@ class AsyncServer:
                 if conn is not None and sent and on_orphan is not None:
                     keep = False
                     if first is _NOTHING:
-                        self._adopt(conn, on_orphan, skip=then is not None)
+                        self._spawn(self._finish_orphan(conn, on_orphan, skip=then is not None))
                     else:  # only then's reply is missing: hand the script's over
                         await _drop(conn)
                         await self._release(conn)
@@ -511,18 +495,16 @@ class AsyncServer:
     def hand_over(self, reply: Any, on_orphan: Orphan) -> None:
         """Await ``on_orphan(reply)`` in the background (its caller went away); an error
         reply (an exception value) undoes nothing."""
-        if isinstance(reply, Exception):
-            return
-        task = get_running_loop().create_task(undo_orphan(on_orphan, reply))
+        if not isinstance(reply, Exception):
+            self._spawn(undo_orphan(on_orphan, reply))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a background task (awaited by :meth:`drain`)."""
+        task = get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     # -- orphans of the pooled path -----------------------------------------------------------
-
-    def _adopt(self, conn: Any, on_orphan: Orphan, *, skip: bool = False) -> None:
-        task = get_running_loop().create_task(self._finish_orphan(conn, on_orphan, skip=skip))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def _finish_orphan(self, conn: Any, on_orphan: Orphan, *, skip: bool = False) -> None:
         """Read the late reply of an abandoned call (within the late-reply timeout) and hand
@@ -548,10 +530,7 @@ class AsyncServer:
         if skip:
             await _drop(conn)  # then's reply is still on the way: do not reuse it
         await self._release(conn)
-        try:
-            await on_orphan(reply)
-        except Exception:
-            log.exception("releasing what an abandoned call acquired failed; its lease bounds it")
+        await undo_orphan(on_orphan, reply)
 
     # -- shutdown and fork --------------------------------------------------------------------
 

@@ -164,10 +164,8 @@ def _readable(
 def _checkout_all(
     calls: Sequence[Routed], todo: Sequence[int], results: list[Any]
 ) -> dict[int, Any]:
-    """A connection per call of ``todo``; failures go to ``results``.
-
-    Kept connections are checked for staleness together: one ``select`` for all of them,
-    where one per connection made 10 of a RedLock x5 pair's syscalls ([hot-6])."""
+    """A connection per call of ``todo``; failures go to ``results``. Kept connections are
+    checked for staleness together: one ``select`` for all of them ([hot-6])."""
     conns: dict[int, Any] = {}
     sick = [i for i in todo if not calls[i][0].healthy]
     if len(sick) < 2:

@@ -82,9 +82,8 @@ POOL_SHARE = 8  # the most pooled connections a server holds at once (Config.poo
 
 
 class _Process:
-    """This process's id, kept here: ``os.getpid()`` is a system call, and the kept
-    connections were checked against it on every call (2 of an uncontended pair's syscalls,
-    10 of a RedLock x5 pair's; docs/design.md). Updated in a forked child."""
+    """This process's id, kept here for the kept connections' fork check on every call
+    (``os.getpid()`` is a system call: [hot-6]). Updated in a forked child."""
 
     pid = os.getpid()
 
@@ -110,7 +109,7 @@ def pool_share(pool: object, most: int) -> int:
 def stale(conn: Any) -> bool:
     """Whether a kept connection has unread data (a reply nobody read) or was closed by the
     server (a restart): an idle connection is readable only then. One ``select`` call, not
-    redis-py's ``can_read()`` (three syscalls: it was 10% of a RedLock pair's CPU, [hot-6])."""
+    redis-py's ``can_read()`` (three system calls: [hot-6])."""
     sock = conn._sock
     if sock is None:
         return True
@@ -204,15 +203,12 @@ class SyncServer:
     def checkout(self, context: str) -> Any:
         """A connected connection: one this server kept from an earlier call, else the pool's.
 
-        Why a few connections stay checked out: redis-py 8's ``get_connection()`` and
-        ``release()`` cost about 6 us per command together (lock, bookkeeping, the
-        observability recorder), which made an uncontended lock/unlock pair 25-30 % slower
-        than over the previous own pool (docs/design.md, "Profile: the pool"). So up to
-        ``_IDLE_CAP`` connections go back to a list here instead; the pool still counts them
-        as in use, the same stale check runs, and they return to the pool at :meth:`close`
-        or in a forked child never. A ``BlockingConnectionPool`` (a size the application
-        waits on), a Sentinel pool (which re-checks the master on release) and any other
-        subclass get every connection straight back.
+        Up to ``_IDLE_CAP`` connections go back to a list here instead of the pool
+        ([hot-7]); the pool still counts them as in use, the same stale check runs, and they
+        return to the pool at :meth:`close` or in a forked child never. A
+        ``BlockingConnectionPool`` (a size the application waits on), a Sentinel pool (which
+        re-checks the master on release) and any other subclass get every connection
+        straight back.
 
         syncprims holds at most :attr:`share` of the pool's connections at once (kept ones
         included; :func:`pool_share`), so that the application's own commands always find
@@ -385,17 +381,10 @@ class SyncServer:
     # -- calls --------------------------------------------------------------------------------
 
     async def eval(self, call: ScriptCall, *, context: str, asking: bool = False) -> Any:
-        """Run the script ``call`` once (EVALSHA; SCRIPT LOAD and again on NOSCRIPT).
-
-        ``asking`` sends ``ASKING`` first (a cluster ASK redirection). A blocking caller
-        cannot go away while its reply is out (an interrupt, e.g. ``KeyboardInterrupt``,
-        drops the connection; the lease bounds what it leaves): no reply outlives its call.
-
-        Raises:
-            RedisConnectionError, RedisTimeoutError: with ``maybe_executed`` set when the
-                script may have run.
-            ServerReplyError: Redis answered with an error.
-        """
+        """:meth:`~syncprims._transport.server.Server.eval`, after ``ASKING``
+        with ``asking`` (a cluster ASK redirection). A blocking caller cannot go away while
+        its reply is out (an interrupt, e.g. ``KeyboardInterrupt``, drops the connection;
+        the lease bounds what it leaves): no reply outlives its call."""
         return self._call(call.command(), context, call.script, asking)
 
     async def command(
@@ -427,18 +416,9 @@ class SyncServer:
     async def eval_then(
         self, call: ScriptCall, then: Then, *, context: str, asking: bool = False
     ) -> tuple[Any, Any]:
-        """Run the script ``call`` once (as :meth:`eval`) and the plain command ``then``
-        right behind it, in one write on one connection: one round trip for both (an
-        acquire and its ``WAIT``); ``then``'s reply is awaited ``then.timeout`` longer than
-        the usual timeout.
-
-        Returns:
-            The script's reply, and ``then``'s reply or the ``SyncPrimsError`` it failed with
-            (the script's outcome is never lost to a failure of ``then``).
-
-        Raises:
-            As :meth:`eval`, for the script (``then``'s reply is read and dropped first).
-        """
+        """:meth:`~syncprims._transport.server.Server.eval_then`, after
+        ``ASKING`` with ``asking``; ``then``'s reply is awaited ``then.timeout`` longer than
+        the usual timeout (and read and dropped first when the script fails)."""
         script, command = call.script, call.command()
         after_command = tuple(then.command)
         then_wait = self.timeout + then.timeout
@@ -596,13 +576,10 @@ class SyncServer:
         """Refuse new calls (``ClientClosedError``) and give the kept connections back to the
         pool; the pool is closed by its owner."""
         self._closed = True
-        while self._idle:
-            try:
-                conn = self._idle.pop()
-            except IndexError:
-                break
-            if self._pid == _Process.pid:
-                self._give(conn)
+        conn = self.take_kept()
+        while conn is not None:
+            self._give(conn)
+            conn = self.take_kept()
         while self._held:
             try:
                 conn = self._held.pop()
