@@ -137,7 +137,7 @@ class ExecutorBase(Generic[N, S]):
     (:meth:`_make_pubsub`)."""
     transport: N | ClusterRouter[N]
     """The face's transport: a server, or a cluster router of its servers; both satisfy
-    ``syncprims._transport.server.Server``."""
+    ``syncprims._transport.server.NodeServer``'s calls but ``asking``."""
 
     late_reply_window: float
     """How long the late reply of an abandoned call may still be read, seconds (set by each

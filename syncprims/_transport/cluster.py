@@ -18,7 +18,7 @@ acquire script must never be (see :mod:`syncprims._transport.blocking.server`).
 
 The per-node servers are the faces' own (``blocking.server.SyncServer``,
 ``aio.server.AsyncServer``), whose methods the router awaits: it satisfies the same
-:class:`~syncprims._transport.server.Server` interface as they do, and each face's router
+:class:`~syncprims._transport.server.NodeServer` interface as they do, and each face's router
 (``SyncRouter``, ``AsyncRouter``) adds what that face's servers alone do. The blocking ones
 never suspend, so the sync face still runs its core in one step. A fan-out sends each call
 to its node once (:meth:`ClusterRouter.server_for`), and :func:`follow` then follows the

@@ -8,7 +8,7 @@ failure is a ``syncprims.errors`` error that says whether the call may have run
 (``TransportError.maybe_executed``). The blocking face's methods block and return without
 suspending; the asyncio face's await its event loop.
 
-What one face has beyond :class:`Server` it alone can honour: the asyncio server and router
+What one face has beyond :class:`NodeServer` it alone can honour: the asyncio server and router
 take an ``on_orphan`` for a reply whose caller went away while it was out (a cancelled
 task; a blocking caller cannot go away then), and the blocking ones run a command Redis
 blocks on a connection of syncprims' own (``command_held``: the direct grant's ``BLPOP``,
@@ -25,20 +25,31 @@ from typing import Any, Protocol
 from syncprims._protocol.contracts import ScriptCall, Then
 from syncprims._transport.replicas import ReplicaCount
 
-__all__ = ["NodeServer", "Server"]
+__all__ = ["NodeServer"]
 
 
-class Server(Protocol):
-    """One server or a cluster router, either face's."""
+class NodeServer(Protocol):
+    """One server (a master), as its executor and a cluster router send to it. A cluster
+    router takes the same calls but for ``asking`` (it follows redirections itself), on the
+    node that owns the call's keys.
+    """
+
+    replicas: ReplicaCount
+    """Its master's replicas, for ``lock_synced_replicas="auto"`` (``replicas.py``)."""
+    pool: Any
+    """The redis-py pool its connections come from (a subscriber's are made with its
+    settings)."""
 
     @property
     def address(self) -> str:
         """Where it is, for messages (a cluster: its seed nodes)."""
 
-    def eval(self, call: ScriptCall, *, context: str) -> Coroutine[Any, Any, Any]:
-        """Run the script ``call`` once on the node that owns its keys (``EVALSHA``; on
-        ``NOSCRIPT``, ``SCRIPT LOAD`` and again: it did not run). ``context``: what it does,
-        for messages.
+    def eval(
+        self, call: ScriptCall, *, context: str, asking: bool = False
+    ) -> Coroutine[Any, Any, Any]:
+        """Run the script ``call`` once (``EVALSHA``; on ``NOSCRIPT``, ``SCRIPT LOAD`` and
+        again: it did not run), after ``ASKING`` with ``asking`` (a cluster ``ASK``
+        redirection names this node for one call). ``context``: what it does, for messages.
 
         Raises:
             RedisConnectionError, RedisTimeoutError: with ``maybe_executed`` set when the
@@ -47,7 +58,7 @@ class Server(Protocol):
         """
 
     def eval_then(
-        self, call: ScriptCall, then: Then, *, context: str
+        self, call: ScriptCall, then: Then, *, context: str, asking: bool = False
     ) -> Coroutine[Any, Any, tuple[Any, Any]]:
         """Run the script ``call`` once and the plain command ``then`` right behind it, in one
         write on one connection (one round trip: an acquire and its ``WAIT``).
@@ -65,43 +76,11 @@ class Server(Protocol):
         context: str,
         route: str | None = None,
         timeout: float | None = None,
+        asking: bool = False,
     ) -> Coroutine[Any, Any, Any]:
-        """Run one plain command once on the node that owns the key ``route`` (any node for
+        """Run one plain command once (``route``: the key whose node runs it; any node for
         ``None``); ``timeout``: seconds for its reply instead of the usual (a command Redis
         may block). Raises as :meth:`eval`."""
 
     def close(self) -> None:
         """Refuse new calls (``ClientClosedError``); the redis-py pools are their owner's."""
-
-
-class NodeServer(Server, Protocol):
-    """One server (a master), as its executor and a cluster router send to it:
-    :class:`Server`'s calls, each also after ``ASKING`` (``asking``: a cluster ``ASK``
-    redirection names this node for one call), and its master's replicas as last counted.
-    """
-
-    replicas: ReplicaCount
-    """Its master's replicas, for ``lock_synced_replicas="auto"`` (``replicas.py``)."""
-    pool: Any
-    """The redis-py pool its connections come from (a subscriber's are made with its
-    settings)."""
-
-    def eval(
-        self, call: ScriptCall, *, context: str, asking: bool = False
-    ) -> Coroutine[Any, Any, Any]:
-        """:meth:`Server.eval`, after ``ASKING`` with ``asking``."""
-
-    def eval_then(
-        self, call: ScriptCall, then: Then, *, context: str, asking: bool = False
-    ) -> Coroutine[Any, Any, tuple[Any, Any]]:
-        """:meth:`Server.eval_then`, after ``ASKING`` with ``asking``."""
-
-    def command(
-        self,
-        *args: str | int,
-        context: str,
-        route: str | None = None,
-        timeout: float | None = None,
-        asking: bool = False,
-    ) -> Coroutine[Any, Any, Any]:
-        """:meth:`Server.command`, after ``ASKING`` with ``asking``."""

@@ -171,10 +171,9 @@ class AsyncServer:
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> Coroutine[Any, Any, Any]:
-        """:meth:`~syncprims._transport.server.Server.eval`, after ``ASKING`` with
-        ``asking`` (a cluster ASK redirection): the coroutine of the shared or the pooled
-        path itself, no layer around it ([hot-1]). ``on_orphan`` gets the reply if the
-        caller goes away while it is out (cancelled, or past its deadline)."""
+        """:meth:`~syncprims._transport.server.NodeServer.eval`: the coroutine of the shared
+        or the pooled path itself, no layer around it ([hot-1]). ``on_orphan`` gets the reply
+        if the caller goes away while it is out (cancelled, or past its deadline)."""
         if self._shared:  # packed here: the frame keeps no command tuple [hot-4]
             chunks = _ASKING + pack(call.command()) if asking else pack(call.command())
             return self._on_shared(chunks, 2 if asking else 1, context, on_orphan, call.script)
@@ -207,8 +206,8 @@ class AsyncServer:
         on_orphan: Orphan | None = None,
         asking: bool = False,
     ) -> tuple[Any, Any]:
-        """:meth:`~syncprims._transport.server.Server.eval_then`, on one pooled connection,
-        after ``ASKING`` with ``asking``; the call may take ``then.timeout`` longer than the
+        """:meth:`~syncprims._transport.server.NodeServer.eval_then`, on one pooled
+        connection; the call may take ``then.timeout`` longer than the
         usual timeout. A caller cancelled while ``then``'s reply is in flight hands the
         script's reply to ``on_orphan``."""
         reply, after = await self._pooled(

@@ -381,10 +381,9 @@ class SyncServer:
     # -- calls --------------------------------------------------------------------------------
 
     async def eval(self, call: ScriptCall, *, context: str, asking: bool = False) -> Any:
-        """:meth:`~syncprims._transport.server.Server.eval`, after ``ASKING``
-        with ``asking`` (a cluster ASK redirection). A blocking caller cannot go away while
-        its reply is out (an interrupt, e.g. ``KeyboardInterrupt``, drops the connection;
-        the lease bounds what it leaves): no reply outlives its call."""
+        """:meth:`~syncprims._transport.server.NodeServer.eval`. A blocking caller cannot go
+        away while its reply is out (an interrupt, e.g. ``KeyboardInterrupt``, drops the
+        connection; the lease bounds what it leaves): no reply outlives its call."""
         return self._call(call.command(), context, call.script, asking)
 
     async def command(
@@ -416,9 +415,9 @@ class SyncServer:
     async def eval_then(
         self, call: ScriptCall, then: Then, *, context: str, asking: bool = False
     ) -> tuple[Any, Any]:
-        """:meth:`~syncprims._transport.server.Server.eval_then`, after
-        ``ASKING`` with ``asking``; ``then``'s reply is awaited ``then.timeout`` longer than
-        the usual timeout (and read and dropped first when the script fails)."""
+        """:meth:`~syncprims._transport.server.NodeServer.eval_then`; ``then``'s reply is
+        awaited ``then.timeout`` longer than the usual timeout (and read and dropped first
+        when the script fails)."""
         script, command = call.script, call.command()
         after_command = tuple(then.command)
         then_wait = self.timeout + then.timeout
