@@ -27,11 +27,8 @@ operation                        where the libraries differ, and the fallback ta
                                  (5.3 honours it, with the same signature): a reply read
                                  as text from a ``decode_responses=True`` connection is
                                  encoded back to bytes.
-``aio.replies``                  the asyncio replies parsed in the transport's protocol
-                                 callback: only where redis-py's asyncio hiredis parser is
-                                 in a form it knows (redis-py 5.3 to 8); any other parser
-                                 (pure Python, fakeredis') is read by a task with
-                                 :func:`aread` (:mod:`syncprims._transport.aio.replies`).
+``aio.replies``                  replies parsed in the protocol callback where the parser
+                                 allows it (:mod:`syncprims._transport.aio.replies`).
 :func:`astale`                  redis-py 8's asyncio ``can_read()`` is
                                  ``can_read_destructive()`` before 8.0 and in valkey-py:
                                  it may consume a byte, so it is asked only of a
@@ -229,13 +226,9 @@ def readable(conn: Any, timeout: float) -> bool:
 
 
 def read_message(conn: Any) -> Any:
-    """Read one pub/sub reply (a message, a confirmation) as bytes, after :func:`readable`.
-
-    Before redis-py 8 (and in valkey-py) the hiredis parser's ``can_read`` takes the next
-    reply out of the parser already *decoded* when the client has ``decode_responses=True``,
-    and the following ``read_response(disable_decoding=True)`` hands that one back as text;
-    it is encoded again here (UTF-8, as every name syncprims publishes on).
-    """
+    """Read one pub/sub reply (a message, a confirmation) as bytes, after :func:`readable`;
+    one ``can_read`` decoded (the module docstring) is encoded again, as UTF-8 (every name
+    syncprims publishes on is)."""
     reply = read(conn, None)
     # A list, or a RESP3 push message (hiredis' PushNotification, a list subclass).
     if isinstance(reply, list) and reply and isinstance(reply[0], str):

@@ -6,15 +6,15 @@ master, a Sentinel-managed master, a cluster node) remembers how many replicas i
 cluster node: on first use), again when it is older than :data:`RECHECK` seconds (by the
 acquire that finds it stale, once: the others keep the old count meanwhile), and at once
 when a ``WAIT`` reply disagrees with it. A higher count is taken at once (a replica joined);
-a lower one only after :data:`HOLD_DOWN` seconds of lower readings. Taking it at once was
-unsafe (the chaos campaign found it, twice): after a failover the demoted master, still
-reached by connections of the pool that had not moved yet, reported no replica, the client
-stopped waiting, and that master granted locks the promoted one never saw. Nor can the
-count follow the master's replication id (a promoted replica has a new one): in that split
-brain one pool's connections reach both masters, so the looks alternate between them. Until
-a missing replica is back in sync (or the hold down has passed), acquisitions fail with
-``ReplicaSyncError``, as with a fixed number. An ``INFO`` refused by an ACL counts
-0 (a warning says so once): give such a user ``+info``, or set a number.
+a lower one only after :data:`HOLD_DOWN` seconds of lower readings. Taking it at once is
+unsafe: after a failover the demoted master, still reached by connections of the pool that
+had not moved yet, reports no replica, the client stops waiting, and that master grants
+locks the promoted one never sees. Nor can the count follow the master's replication id (a
+promoted replica has a new one): in that split brain one pool's connections reach both
+masters, so the looks alternate between them. Until a missing replica is back in sync (or
+the hold down has passed), acquisitions fail with ``ReplicaSyncError``, as with a fixed
+number. An ``INFO`` refused by an ACL counts 0 (a warning says so once): give such a user
+``+info``, or set a number.
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ __all__ = [
     "ACCEPTED",
     "ASYNC_ACCEPTED",
     "Source",
-    "async_client_from_url",
     "async_redis_from_url",
     "client_from_url",
     "aclose_source",
@@ -269,7 +268,9 @@ async def async_source(
     """
     if isinstance(source, str):
         client = _made(
-            lambda: async_client_from_url(source, timeout=timeout, connect_timeout=connect_timeout),
+            lambda: _from_url(
+                source, timeout=timeout, connect_timeout=connect_timeout, asynchronous=True
+            ),
             source,
         )
         try:
@@ -469,13 +470,6 @@ def client_from_url(
     """A blocking client for any URL form syncprims accepts, ``valkey://`` included (a
     valkey-py client then); see :func:`redis_from_url`."""
     return _from_url(url, timeout=timeout, connect_timeout=connect_timeout, asynchronous=False)
-
-
-def async_client_from_url(
-    url: str, *, timeout: float | None = None, connect_timeout: float | None = None
-) -> Any:
-    """The asyncio twin of :func:`client_from_url`."""
-    return _from_url(url, timeout=timeout, connect_timeout=connect_timeout, asynchronous=True)
 
 
 def redis_from_url(
