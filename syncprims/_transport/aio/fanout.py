@@ -31,7 +31,7 @@ from syncprims._protocol.contracts import PENDING, Call, Enough
 from syncprims._protocol.quorum import grace_end
 from syncprims._transport.aio.mux import Slot
 from syncprims._transport.aio.server import NOSCRIPT, AsyncServer
-from syncprims.errors import RedisConnectionError, RedisTimeoutError, SyncPrimsError
+from syncprims.errors import RedisTimeoutError, SyncPrimsError
 
 __all__ = ["Routed", "fan_out"]
 
@@ -71,14 +71,7 @@ class _Entry:
         i = self.i
         if fan.results[i] is not PENDING:
             return
-        context = fan.calls[i][1].context
-        if future.cancelled():  # not by this fan-out (it settles first): closed
-            error = RedisConnectionError(
-                f"{context}: the connection was closed", maybe_executed=self.slot.sent
-            )
-            fan.settle(i, error)
-            return
-        outcome = self.server.outcome(self.slot, context)
+        outcome = self.server.outcome(self.slot, fan.calls[i][1].context)
         if outcome is NOSCRIPT:
             fan.task(i)
         else:
@@ -234,10 +227,6 @@ async def _finish_late(server: AsyncServer, slot: Slot, call: Call) -> Any:
     may be skipped (an attempt that did not run took nothing). A late release whose
     ``NOSCRIPT`` was dropped here left the lock held on that master until its lease."""
     await asyncio.wait([slot.future])
-    if slot.future.cancelled():
-        raise RedisConnectionError(
-            f"{call.context}: the connection was closed", maybe_executed=slot.sent
-        )
     outcome = server.outcome(slot, call.context)
     if outcome is NOSCRIPT:
         if call.skip_if_busy:

@@ -137,14 +137,9 @@ class _Wire:
 
 class MuxConnection:
     """One shared connection: an out-box, the current wire and its reader (a task, or the
-    event loop's callback).
-
-    A wire whose server went silent (a caller's deadline passed with its call unanswered)
-    is *retired*: new calls open a new wire at once, while the old one's reader keeps
-    reading, for up to ``orphan_timeout`` seconds, the replies of the calls already written
-    on it (their callers are gone; a late acquire's reply goes to its ``on_orphan``), then
-    closes it. This is the per-call path's rule for a late reply, for many calls at once.
-    """
+    event loop's callback); a wire whose server went silent is retired (the module
+    docstring's "a silent server"), its late replies read for up to ``orphan_timeout``
+    seconds."""
 
     def __init__(
         self,
@@ -203,11 +198,8 @@ class MuxConnection:
         for the reply (see :class:`Slot`; a broken connection raises :class:`BrokenError`,
         a ``deadline`` (loop time) passed with no reply :class:`SlotTimeoutError`, after
         which a written slot's wire is retired: the server is silent). ``on_orphan`` gets
-        the last reply if the caller has gone away when it comes.
-
-        On an idle connection (nothing in flight, nothing queued) the write is made at once,
-        as a lone caller's would be (one loop turn less per call: [hot-9]); calls that come
-        while its reply is out queue behind it and go in one write."""
+        the last reply if the caller has gone away when it comes. On an idle connection the
+        write is made at once ([hot-9])."""
         slot = Slot(self, chunks, count, on_orphan, deadline)
         self._unsent.append(slot)
         if not self._swept:
@@ -373,31 +365,24 @@ class MuxConnection:
         slot = waiting[0]
         if slot.single:
             waiting.popleft()
-            self._deliver_single(slot, reply)
+            self._deliver(slot, reply, reply)
         else:
             slot.replies.append(reply)
             if len(slot.replies) < slot.count:
                 return
             waiting.popleft()
-            self._deliver(slot)
+            self._deliver(slot, slot.replies, reply)
         if wire.retired and not waiting:
             self._break(wire, ConnectionError("retired"))  # every late reply was read
 
-    def _deliver(self, slot: Slot) -> None:
+    def _deliver(self, slot: Slot, result: Any, last: Any) -> None:
+        """``slot``'s ``result`` to its caller; the ``last`` reply to its ``on_orphan`` when
+        the caller went away."""
         future = slot.future
         if not future.done():
-            future.set_result(slot.replies)
-            return
-        if slot.on_orphan is not None:
-            self._hand_over(slot.replies[-1], slot.on_orphan)
-
-    def _deliver_single(self, slot: Slot, reply: Any) -> None:
-        future = slot.future
-        if not future.done():
-            future.set_result(reply)
-            return
-        if slot.on_orphan is not None:
-            self._hand_over(reply, slot.on_orphan)
+            future.set_result(result)
+        elif slot.on_orphan is not None:
+            self._hand_over(last, slot.on_orphan)
 
     def _hand_over(self, reply: Any, on_orphan: Orphan) -> None:
         """Await ``on_orphan(reply)`` in the background (the call's caller went away)."""
@@ -408,10 +393,9 @@ class MuxConnection:
     def abandon(self, slot: Slot) -> None:
         """The caller of ``slot`` went away (cancelled, so its future was cancelled too): a
         reply still to come goes to the slot's ``on_orphan`` (or is dropped); one that came
-        before the caller ran again is handed over now."""
+        before the caller ran again (a task's ``cancel()`` after its future completed) is
+        handed over now."""
         future = slot.future
-        # The reply came, but its caller was cancelled before it ran again (a task's cancel()
-        # after its future completed): it is the caller's to undo, here.
         done = future.done() and not future.cancelled() and future.exception() is None
         if done and slot.on_orphan is not None:
             result = future.result()

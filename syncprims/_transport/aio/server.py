@@ -15,15 +15,14 @@ retrying ``execute_command`` is not used for scripts), with replies as bytes wha
 ``decode_responses``; every use of a connection goes through
 :mod:`syncprims._transport.compat`, which hides where redis-py versions differ. Deadlines
 are the server's :class:`~syncprims._transport.aio.deadlines.Deadlines` (in the slot of a
-shared call; for a task's await on a pooled connection): no timer per call. Reads pass
-``timeout=math.inf`` so that redis-py adds no timer of its own.
+shared call; for a task's await on a pooled connection): no timer per call.
 
 Cancellation safety: when the caller is cancelled (or times out) while a reply is in flight
 and it passed ``on_orphan``, the reply still comes to ``on_orphan`` (the shared connection's
 slot keeps it; a pooled connection is handed to a background task that reads it, the
 hiredis parser resuming a read cut short by cancellation): a lock acquired by an abandoned
-call is released that way. A blocking caller cannot go away while its reply is out, which
-is why only this server takes ``on_orphan``.
+call is released that way (why only this server takes ``on_orphan``: the module
+:mod:`syncprims._transport.server`).
 
 The fan-out over several servers is :mod:`~syncprims._transport.aio.fanout`, which queues
 its calls on this server's shared connections (:meth:`AsyncServer.submit`) and leaves the
@@ -64,7 +63,7 @@ from syncprims._transport.compat import (
 )
 from syncprims._transport.errors import translate
 from syncprims._transport.replicas import ReplicaCount
-from syncprims.errors import ClientClosedError, SyncPrimsError
+from syncprims.errors import ClientClosedError, RedisConnectionError, SyncPrimsError
 
 __all__ = ["NOSCRIPT", "AsyncRouter", "AsyncServer"]
 
@@ -456,6 +455,10 @@ class AsyncServer:
         """The reply of a done slot of :meth:`submit`, or the ``SyncPrimsError`` it failed
         with (as :meth:`eval` would raise it); :data:`NOSCRIPT` when the script was not
         loaded (it did not run)."""
+        if slot.future.cancelled():  # not by the fan-out (it settles first): closed
+            return RedisConnectionError(
+                f"{context}: the connection was closed", maybe_executed=slot.sent
+            )
         error = slot.future.exception()
         if error is not None:
             if isinstance(error, BrokenError):
