@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import redis.crc
 
@@ -158,18 +158,7 @@ class AsyncTopology(_Nodes):
         """Nothing to close: redis.asyncio clusters have no client-side cache."""
 
 
-class Topology(Protocol):
-    def node_of_slot(self, slot: int) -> Address: ...
-
-    def any_node(self) -> Address: ...
-
-    def pool_of(self, address: Address) -> Any: ...
-
-    async def moved(self, error: ClusterRedirectError) -> None: ...
-
-    async def refresh(self) -> None: ...
-
-    def close(self) -> None: ...
+Topology = SyncTopology | AsyncTopology
 
 
 class ClusterRouter(Generic[S]):

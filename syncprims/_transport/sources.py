@@ -12,15 +12,10 @@ connection (credentials, TLS, database, client name, socket timeouts, pool size)
 syncprims then: those are the caller's settings, and the caller keeps ownership (shutting a
 syncprims client down leaves the redis-py object open).
 
-A URL makes a redis-py client that syncprims owns (and closes at shutdown), with
-``redis_from_url``: ``redis://``, ``rediss://`` and ``unix://`` as redis-py reads them
-(query parameters included, e.g. ``?ssl_ca_certs=/ca.pem&client_name=app``), plus two
-multi-host forms: ``redis+cluster://[user:password@]host:port,host:port[?...]`` (a
-``RedisCluster`` seeded by those nodes) and
-``redis+sentinel://[user:password@]host:port,host:port/master_name[?sentinel_password=...]``
-(the master's client from a ``Sentinel``; the user and password are the master's).
-``valkey://``, ``valkeys://``, ``valkey+cluster://`` and ``valkey+sentinel://`` (and their
-``valkeys+`` forms) make the same clients of valkey-py, when it is installed
+A URL makes a client that syncprims owns (and closes at shutdown): the forms
+:func:`redis_from_url` reads (the user and password of a ``redis+sentinel://`` URL are the
+master's), and their ``valkey://``, ``valkeys://``, ``valkey+cluster://`` and
+``valkey+sentinel://`` twins (and ``valkeys+`` forms) made of valkey-py, when it is installed
 (``pip install 'syncprims[valkey]'``); the core itself depends on redis-py only.
 """
 
