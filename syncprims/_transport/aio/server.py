@@ -375,13 +375,11 @@ class AsyncServer:
                 raise
         except ERRORS.response as error:
             raise self._translate(error, context, sent=sent) from error
-        except ERRORS.failures as error:
+        except BaseException as error:
             if keep and conn is not None:
                 await _drop(conn)
-            raise self._translate(error, context, sent=sent) from error
-        except BaseException:
-            if keep and conn is not None:
-                await _drop(conn)
+            if isinstance(error, ERRORS.failures):
+                raise self._translate(error, context, sent=sent) from error
             raise
         finally:
             deadlines.finish(key)
@@ -517,10 +515,7 @@ class AsyncServer:
         try:
             reply = await self._read(conn)
         except ERRORS.response:
-            if skip:
-                await _drop(conn)  # then's reply is still on the way: do not reuse it
-            await self._release(conn)  # an error reply: nothing happened
-            return
+            reply = _NOTHING  # an error reply: nothing happened
         except (Exception, asyncio.CancelledError) as error:
             gone: BaseException = TimeoutError() if deadlines.timed_out(key) else error
             await _drop(conn)
@@ -532,7 +527,8 @@ class AsyncServer:
         if skip:
             await _drop(conn)  # then's reply is still on the way: do not reuse it
         await self._release(conn)
-        await undo_orphan(on_orphan, reply)
+        if reply is not _NOTHING:
+            await undo_orphan(on_orphan, reply)
 
     # -- shutdown and fork --------------------------------------------------------------------
 
