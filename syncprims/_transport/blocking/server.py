@@ -238,12 +238,11 @@ class SyncServer:
                 except PoolExhaustedError as error:
                     self._unclaim()
                     last: BaseException = error
-                except ERRORS.failures as error:
+                except BaseException as error:
                     self._unclaim()
-                    self.healthy = False
-                    raise self._translate(error, context, sent=False) from error
-                except BaseException:
-                    self._unclaim()
+                    if isinstance(error, ERRORS.failures):
+                        self.healthy = False
+                        raise self._translate(error, context, sent=False) from error
                     raise
                 else:
                     return conn
@@ -492,12 +491,11 @@ class SyncServer:
             for other in more:
                 packed = packed + pack(other)
             conn.send_packed_command(packed, check_health=False)
-        except ERRORS.failures as error:
+        except BaseException as error:
             conn.disconnect()
-            self.healthy = False
-            raise self._translate(error, context, sent=False) from error
-        except BaseException:
-            conn.disconnect()
+            if isinstance(error, ERRORS.failures):
+                self.healthy = False
+                raise self._translate(error, context, sent=False) from error
             raise
 
     def receive(
@@ -541,12 +539,11 @@ class SyncServer:
                 reply = self._read(conn, wait)
         except ERRORS.response as error:
             raise self._translate(error, context, sent=sent) from error
-        except ERRORS.failures as error:
+        except BaseException as error:
             conn.disconnect()
-            self.healthy = False
-            raise self._translate(error, context, sent=sent) from error
-        except BaseException:
-            conn.disconnect()
+            if isinstance(error, ERRORS.failures):
+                self.healthy = False
+                raise self._translate(error, context, sent=sent) from error
             raise
         self.healthy = True
         return reply
@@ -557,12 +554,11 @@ class SyncServer:
             self._read(conn, timeout)
         except ERRORS.response:
             pass
-        except ERRORS.failures:
+        except BaseException as error:
             conn.disconnect()
+            if not isinstance(error, ERRORS.failures):
+                raise
             self.healthy = False
-        except BaseException:
-            conn.disconnect()
-            raise
 
     _read = staticmethod(read)
 
