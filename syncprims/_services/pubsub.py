@@ -11,9 +11,8 @@ refusals, lingering, dispatch); two drivers move the bytes:
 
 * :class:`ThreadSubscriber` (sync face): a dedicated reader thread blocks on a connection
   made with the settings of the client's blocking redis-py pool and wakes waiting threads
-  directly.
-  Delivering a message through an asyncio loop thread instead cost ~120 us more per wake-up,
-  and the loop thread then competed for the GIL with the waiter it had just woken.
+  directly (not through an asyncio loop thread, which would then compete for the GIL with
+  the waiter it had just woken).
 * :class:`TaskSubscriber` (asyncio face): a reader task on the client's event loop, on a
   connection made with the settings of the client's ``redis.asyncio`` pool; it resolves the
   waiting tasks' futures on that same loop.
@@ -22,7 +21,7 @@ Both open a connection of their own with the settings of the pool the client was
 (host, TLS, credentials, database, client name; ``compat.own_connection``) and close
 it when the client shuts down: a subscription holds its connection for good, and taking it
 from the pool would take one of the application's connections (or, at ``max_connections``,
-fail). Decisions, on purpose (measured on this machine):
+fail). Decisions, on purpose:
 
 * **Subscriptions linger** for ``LINGER`` seconds after their last user leaves. Under
   contention a waiter then finds its channel already subscribed and confirmed: no
@@ -39,8 +38,8 @@ fail). Decisions, on purpose (measured on this machine):
 * The connection is PINGed when idle; a silent connection is dropped and renewed.
 * Each channel is subscribed with its own SUBSCRIBE, so that Redis refusing one (an ACL
   without that channel: ``NOPERM``) refuses only that one. The refusal is kept on the
-  subscription: its waiters raise ``ServerReplyError`` instead of the connection being
-  treated as broken (which reconnected in a loop and lost the other subscriptions).
+  subscription: its waiters raise ``ServerReplyError``, and the connection (with the other
+  subscriptions) is kept.
 * Replies are read as bytes with ``push_request``, so a client with ``decode_responses`` or
   RESP3 (where messages are push frames) works the same.
 """
@@ -85,7 +84,11 @@ POLL = 0.25
 
 
 class Subscription:
-    """The local entry of one channel: its waiters' latch and the confirmation signal."""
+    """The local entry of one channel: its waiters' latch and the confirmation signal.
+
+    Its wake-up methods are :class:`~syncprims._protocol.contracts.Wakeable`'s (the channel's
+    rule calls them with the table's mutex held: :meth:`SubscriptionTable.dispatch`).
+    """
 
     __slots__ = (
         "channel",
@@ -116,32 +119,25 @@ class Subscription:
             raise self.error
 
     def wake(self, n: int) -> None:
-        """Wake up to ``n`` local users (at most as many as use the channel)."""
         users = self.refcount
         if n > 0 and users > 0:
             self.latch.release(min(n, users), cap=users)
 
     def wake_all(self) -> None:
-        """Wake every local user of the channel, blocked now or about to wait."""
         n = self.refcount
         if n > 0:
             self.latch.release(n, cap=n)
 
     def tell(self, channel: str, note: bytes) -> None:
-        """Leave ``note`` for the next message on ``channel`` (called by a wake-up rule, with
-        the table's mutex held by :meth:`SubscriptionTable.dispatch`)."""
         other = self.table.entries.get(channel)
         if other is not None:
             other.note = note
 
     def take_note(self) -> bytes | None:
-        """The note left on this channel, removing it."""
         note, self.note = self.note, None
         return note
 
     def wake_paired(self, channel: str) -> None:
-        """Wake every local user of ``channel`` (called by a wake-up rule, with the table's
-        mutex held)."""
         other = self.table.entries.get(channel)
         if other is not None:
             other.wake_all()
@@ -364,6 +360,23 @@ class Subscriber:
         """Drop a reference taken by :meth:`acquire`."""
         self.table.release(sub)
 
+    def _reconnected(self) -> None:
+        """A connection after the first: messages may have been lost, every waiter re-checks."""
+        self.reconnects += 1
+        log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
+        self.table.wake_everyone()
+
+    def _failed(self, error: Exception, delay: float) -> None:
+        """Log a failed connection, retried in ``delay`` seconds: once per outage at
+        WARNING, the retries that follow at DEBUG."""
+        log.log(
+            logging.WARNING if delay == 0.05 else logging.DEBUG,
+            "pub/sub connection to %s failed (%s); retrying in %.2f s",
+            self.address,
+            error,
+            delay,
+        )
+
     def forget(self) -> None:
         """After ``os.fork()``, in the child: the connection and the reader are the
         parent's."""
@@ -434,23 +447,14 @@ class ThreadSubscriber(Subscriber):
                 if conn is None:
                     return
                 if not first:
-                    self.reconnects += 1
-                    log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
-                    self.table.wake_everyone()
+                    self._reconnected()
                 first = False
                 delay = 0.05
                 self._serve(conn)
             except Exception as error:
                 if self.table.is_closed():
                     return
-                # Once per outage at WARNING; the retries that follow at DEBUG.
-                log.log(
-                    logging.WARNING if delay == 0.05 else logging.DEBUG,
-                    "pub/sub connection to %s failed (%s); retrying in %.2f s",
-                    self.address,
-                    error,
-                    delay,
-                )
+                self._failed(error, delay)
                 self._drop_connection(conn)
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
@@ -606,9 +610,7 @@ class TaskSubscriber(Subscriber):
                 if conn is None:
                     return
                 if not first:
-                    self.reconnects += 1
-                    log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
-                    table.wake_everyone()
+                    self._reconnected()
                 first = False
                 delay = 0.05
                 self._last_traffic = time.monotonic()
@@ -630,13 +632,7 @@ class TaskSubscriber(Subscriber):
             except Exception as error:
                 if table.is_closed():
                     return
-                log.log(
-                    logging.WARNING if delay == 0.05 else logging.DEBUG,
-                    "pub/sub connection to %s failed (%s); retrying in %.2f s",
-                    self.address,
-                    error,
-                    delay,
-                )
+                self._failed(error, delay)
                 await self._drop_connection(conn)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
