@@ -147,7 +147,7 @@ class Call:
             Behind other calls only (a release left to finish, as after a reply that merely
             missed the grace on a loaded host) it is queued, as any call is: so a server
             holds at most one such call at a time, and a slow one is not taken for a
-            sick one (a 1-attempt RedLock with 2 of 5 masters frozen failed on CI so).
+            sick one.
             ``False`` (a release): always queued behind, and finished in the background.
     """
 
@@ -229,7 +229,8 @@ class RenewalKind:
 
 
 class RenewalRegistry(Protocol):
-    """The watchdog, as the core uses it. Never blocks."""
+    """The watchdog, as the core uses it. Never blocks. Each method is documented on its
+    implementation, :class:`syncprims._services.watchdog.Watchdog`."""
 
     def register(
         self,
@@ -242,39 +243,28 @@ class RenewalRegistry(Protocol):
         until: float | None = None,
         renew: bool = True,
         lease: float | None = None,
-    ) -> None:
-        """Keep ``name`` alive while ``field`` holds it (once per acquire); ``until``:
-        renew up to then (``max_hold``), then report it lost; ``renew=False``: an explicit
-        lease ending at ``until``, only checked when its server loses data; ``lease``: the
-        hold's own lease, seconds (``None``: the client's watchdog timeout)."""
+    ) -> None: ...
 
-    def cancel(self, name: str, field: str) -> None:
-        """Undo one ``register``."""
+    def cancel(self, name: str, field: str) -> None: ...
 
-    def cancel_all(self, name: str) -> None:
-        """Stop renewing ``name`` for every owner."""
+    def cancel_all(self, name: str) -> None: ...
 
-    def lease_end(self, name: str, field: str) -> float | None:
-        """Until when (monotonic seconds) the hold is known valid; ``None``: not renewed."""
+    def lease_end(self, name: str, field: str) -> float | None: ...
 
-    def renews_late(self) -> bool:
-        """Whether any dropped hold's renewal may still run (a cheap hint, no field made)."""
+    def renews_late(self) -> bool: ...
 
-    def may_renew_late(self, name: str, field: str) -> bool:
-        """Whether a renewal of a dropped hold may still run in Redis (sent, unanswered)."""
+    def may_renew_late(self, name: str, field: str) -> bool: ...
 
-    def forget_late(self, name: str, field: str) -> None:
-        """Stop remembering ``field``'s late renewal (the owner took a new field)."""
+    def forget_late(self, name: str, field: str) -> None: ...
 
 
 class ListenerRegistry(Protocol):
-    """A client's object listeners (``syncprims._services.listeners``). Never blocks."""
+    """A client's object listeners. Never blocks. Each method is documented on its
+    implementation, :class:`syncprims._services.listeners.ObjectListeners`."""
 
-    def channel(self, name: str) -> str:
-        """The keyspace notification channel of the key ``name``."""
+    def channel(self, name: str) -> str: ...
 
-    def policy(self, channel: str) -> WakePolicy:
-        """The pub/sub rule that hands ``channel``'s events to its listeners."""
+    def policy(self, channel: str) -> WakePolicy: ...
 
     def register(
         self,
@@ -282,22 +272,16 @@ class ListenerRegistry(Protocol):
         sub: Subscription,
         on_expired: ObjectCallback | None,
         on_deleted: ObjectCallback | None,
-    ) -> int:
-        """Register a listener of ``name`` holding ``sub``; its id.
+    ) -> int: ...
 
-        Raises:
-            ClientClosedError: the client is shut down.
-        """
-
-    def unregister(self, listener_id: int, name: str) -> Subscription | None:
-        """Remove a listener of ``name``; its subscription reference (``None``: unknown)."""
+    def unregister(self, listener_id: int, name: str) -> Subscription | None: ...
 
 
 class KeyJanitor(Protocol):
-    """Background deletion of short-lived keys. Never blocks."""
+    """Background deletion of short-lived keys (:class:`syncprims._services.janitor.Janitor`).
+    Never blocks."""
 
-    def discard(self, key: str) -> None:
-        """Delete ``key`` soon."""
+    def discard(self, key: str) -> None: ...
 
 
 class Settings(Protocol):

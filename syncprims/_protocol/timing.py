@@ -182,10 +182,9 @@ def notice_margin(lease: float) -> float:
 
     The report is a timer on the services loop, and a loaded host runs it late; at the
     lease's end exactly, a few milliseconds of scheduling delay carry it past Redis's
-    expiry and another client's grant (the 30-minute chaos campaign's one violation: a
-    0.6 s watchdog lease reported 4.5 ms after the other grant, at load 17). A renewal
-    that is merely slow and answers later is then reported lost although it was not:
-    the holder stops early, the safe side."""
+    expiry and another client's grant (docs/guarantees.md). A renewal that is merely slow
+    and answers later is then reported lost although it was not: the holder stops early,
+    the safe side."""
     return min(lease * 0.05, 0.5)
 
 

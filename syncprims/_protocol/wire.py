@@ -1,12 +1,10 @@
 """Commands encoded once: the RESP bytes of a lock's hot calls, kept and reused.
 
-An uncontended RLock pair sends two ``EVALSHA`` calls of 12 and 17 arguments (the one
-wake-up per release's scripts). Encoding them afresh each time (a tuple of the command, then
-hiredis' ``pack_command``, about 1 us per call) was 9 % of the pair's instructions
-(docs/design.md, "Instructions per pair"). The acquire of one owner with one lease is the
-same command every time: it is encoded once (:func:`wired`). The unlock differs only in its
-unlock key, unique per call: the bytes before and after it are encoded once, and the key is
-put between them (:class:`Splice`).
+An uncontended RLock pair sends two ``EVALSHA`` calls of 12 and 17 arguments, costly to
+encode afresh each time (docs/measurements.md, "[hot-5]"). The acquire of one owner with one
+lease is the same command every time: it is encoded once (:func:`wired`). The unlock differs
+only in its unlock key, unique per call: the bytes before and after it are encoded once, and
+the key is put between them (:class:`Splice`).
 
 The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as
 UTF-8 (Redisson's ``StringCodec``, whatever the client's ``encoding``), numbers by their
@@ -66,11 +64,10 @@ def pack(command: tuple[Any, ...]) -> list[bytes]:
     ``writelines`` (a list: both iterate it).
 
     hiredis' C encoder (a dependency), called directly: ``redis.asyncio`` connections
-    otherwise pack in pure Python (a quarter of an uncontended asyncio acquire+release), and
-    the blocking ones wrap the same encoder in a per-argument Python check ([hot-5]). Text is
-    UTF-8 whatever the client's ``encoding``, so names and owner fields are the same bytes for
-    every client; a command encoded already (:class:`Wired`) is sent as it is. Without
-    hiredis, :func:`encode` makes the same bytes.
+    otherwise pack in pure Python, and the blocking ones wrap the same encoder in a
+    per-argument Python check. Text is UTF-8 whatever the client's ``encoding``, so names and
+    owner fields are the same bytes for every client; a command encoded already
+    (:class:`Wired`) is sent as it is. Without hiredis, :func:`encode` makes the same bytes.
     """
     if type(command) is Wired:
         return command.wire

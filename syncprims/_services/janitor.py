@@ -6,12 +6,10 @@ round trip on the caller's thread. A key that is never deleted (the process died
 its TTL.
 
 A batch goes 50 ms after its first key; once a batch held ``BUSY_KEYS`` keys or more (400
-unlocks a second and up), the next one waits a second instead. Each flush wakes the services
-thread (and, in the sync face, a worker thread for the blocking ``UNLINK``), and those
-wake-ups fight the callers' threads for the GIL: with a flush every 50 ms, a RedLock on 5
-masters (5 clients, 5 janitors) made 20-25 % fewer pairs a second than with a flush every
-second (docs/design.md, "Profile: the RedLock fan-out and the janitor"). Keys kept a moment
-longer only cost memory: a latch key is safe to delete, never unsafe to keep.
+unlocks a second and up), the next one waits a second instead: each flush wakes the services
+thread (and, in the sync face, a worker thread for the blocking ``UNLINK``), which fight the
+callers' threads for the GIL (docs/measurements.md, "Profile: the RedLock fan-out and the
+janitor"). Keys kept a moment longer only cost memory: a latch key is never unsafe to keep.
 """
 
 from __future__ import annotations

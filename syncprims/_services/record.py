@@ -12,10 +12,8 @@ Decisions:
   ``PING`` on the connecting caller's connection (:meth:`ClientRecord.first_command`); the
   first acquisition (its first ``refuse_if_closing``) only arms the refresh timer on the
   services loop, and later ones compare the client id with the one announced. No acquire
-  waits for the record and no acquire script changes. (The first version wrote it in the
-  background at the first acquisition: in the blocking face that write could hold a
-  master's kept connection when the master froze, and the RedLock fan-out then opened a new
-  connection there and waited out its handshake: ``tests/faults/test_redlock_faults.py``.)
+  waits for the record and no acquire script changes (a write at the first acquisition
+  could hold a frozen master's kept connection, which a RedLock fan-out then waited out).
 * **Lives with the client.** The record expires :data:`TTL` after its last write and is
   written again every :data:`REFRESH` from a timer of the services loop (one ``SET`` per
   client every few minutes, whatever it holds), so a lock held for hours by the watchdog

@@ -154,8 +154,7 @@ class Watchdog:
         self._renewals: dict[tuple[str, str], _Renewal] = {}
         self._new: list[_Renewal] = []
         # Dropped holds whose wheel entry the next tick removes: an unlocked hold leaves the
-        # wheel then, not a renewal period later (under thousands of tasks, dead entries
-        # kept that long were most of the objects the collector walked: docs/design.md).
+        # wheel then, not a renewal period later (docs/measurements.md, "the collector").
         self._dropped: list[_Renewal] = []
         # Dropped holds with a renewal call unanswered (module docstring): it may still run.
         self._late: dict[tuple[str, str], _Renewal] = {}
