@@ -18,9 +18,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from syncprims._services.loop import Scheduler
+from syncprims._services.record import CommandRunner
 
 __all__ = ["Janitor"]
 
@@ -30,12 +30,6 @@ FLUSH_DELAY = 0.05
 BUSY_FLUSH_DELAY = 1.0
 BUSY_KEYS = 20
 BATCH = 1000
-
-
-class CommandRunner(Protocol):
-    """What the janitor needs from the transport: one plain command on the services loop."""
-
-    async def command(self, *args: str | int, context: str, route: str | None = None) -> object: ...
 
 
 class Janitor:

@@ -50,7 +50,7 @@ from syncprims._protocol.info import record_key
 from syncprims._services.loop import Scheduler
 from syncprims.errors import ServerReplyError
 
-__all__ = ["REFRESH", "TTL", "ClientRecord"]
+__all__ = ["REFRESH", "TTL", "ClientRecord", "CommandRunner"]
 
 log = logging.getLogger("syncprims.services")
 
@@ -61,7 +61,8 @@ REFRESH = 180.0
 
 
 class CommandRunner(Protocol):
-    """What the record needs from the transport: one plain command on the services loop."""
+    """What the record and the janitor need from the transport: one plain command on the
+    services loop."""
 
     async def command(self, *args: str | int, context: str, route: str | None = None) -> object: ...
 

@@ -58,6 +58,7 @@ from syncprims._protocol.serverinfo import ServerLife, info_fields
 from syncprims._protocol.timing import LATE_COPY, clock, drift, notice_margin
 from syncprims._protocol.wheel import TimerHandle, TimingWheel
 from syncprims._services.loop import Scheduler
+from syncprims._services.record import CommandRunner
 
 __all__ = ["CHECK_INTERVAL", "ScriptRunner", "Watchdog"]
 
@@ -67,13 +68,11 @@ CHECK_INTERVAL = 1.0
 """Seconds between two readings of a server's ``INFO`` while the client holds anything."""
 
 
-class ScriptRunner(Protocol):
+class ScriptRunner(CommandRunner, Protocol):
     """What the watchdog needs from the transport: a script call and a plain command (routed
     by a key in a cluster) on the services loop."""
 
     async def eval(self, call: ScriptCall, *, context: str) -> object: ...
-
-    async def command(self, *args: str | int, context: str, route: str | None = None) -> object: ...
 
     async def eval_then(self, call: ScriptCall, then: Then, *, context: str) -> tuple[Any, Any]: ...
 
