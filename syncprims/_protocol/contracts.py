@@ -285,49 +285,39 @@ class KeyJanitor(Protocol):
 
 
 class Settings(Protocol):
-    """The options the algorithms read (``syncprims.Config`` provides them; a Protocol here
-    so that this leaf does not import the public module that builds on it)."""
+    """The options the algorithms read, each documented on :class:`syncprims.Config`, which
+    provides them (a Protocol here so that this leaf does not import the public module that
+    builds on it)."""
 
     @property
-    def lock_watchdog_timeout(self) -> float:
-        """Seconds: the lease a lock without ``lease_time`` gets, renewed by the watchdog."""
+    def lock_watchdog_timeout(self) -> float: ...
 
     @property
-    def lock_synced_replicas(self) -> int | Literal["auto"]:
-        """Replicas that must acknowledge an acquisition (``WAIT``); 0 for none, ``"auto"``
-        for every replica the master has."""
+    def lock_synced_replicas(self) -> int | Literal["auto"]: ...
 
     @property
-    def lock_synced_aof(self) -> tuple[int, int] | None:
-        """``(numlocal, numreplicas)`` an acquisition's ``WAITAOF`` waits for, or ``None``."""
+    def lock_synced_aof(self) -> tuple[int, int] | None: ...
 
     @property
-    def replica_sync_timeout(self) -> float:
-        """Seconds that ``WAIT`` may take."""
+    def replica_sync_timeout(self) -> float: ...
 
     @property
-    def fair_lock_wait_timeout(self) -> float:
-        """Seconds a fair-lock waiter keeps its place in the queue without refreshing it."""
+    def fair_lock_wait_timeout(self) -> float: ...
 
     @property
-    def subscription_timeout(self) -> float:
-        """Seconds to wait for a channel subscription to be confirmed."""
+    def subscription_timeout(self) -> float: ...
 
     @property
-    def wait_recheck_interval(self) -> float:
-        """Seconds between re-checks while waiting, in case a wake-up was missed."""
+    def wait_recheck_interval(self) -> float: ...
 
     @property
-    def lock_grant_handoff(self) -> bool:
-        """Whether an RLock release may hand the lock straight to a waiting owner."""
+    def lock_grant_handoff(self) -> bool: ...
 
     @property
-    def lock_grant_direct(self) -> bool:
-        """Whether a granted waiter of the blocking face takes its grant from a list."""
+    def lock_grant_direct(self) -> bool: ...
 
     @property
-    def raise_on_release_error(self) -> bool:
-        """Whether leaving ``with lock:`` raises when the hold was gone (else a WARNING)."""
+    def raise_on_release_error(self) -> bool: ...
 
 
 class ClientPart(Protocol):

@@ -228,7 +228,7 @@ class Signal(_WaiterQueue):
 
     @property
     def is_set(self) -> bool:
-        """Whether :meth:`set` or :meth:`fail` was called."""
+        """Whether :meth:`set` was called."""
         return self._set
 
     def set(self, error: BaseException | None = None) -> None:
