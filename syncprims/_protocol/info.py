@@ -5,9 +5,7 @@ object's keys in Redisson's layout (``redisson-spec.md`` 1.1) plus syncprims' ow
 waiting clients' registry of an RLock, the waiting writers of a read-write lock with writer
 preference), and each holder's or waiter's *client record*: what a syncprims client wrote
 about itself (host, pid, client name) under ``syncprims_client:{<client id>}``
-(``syncprims._services.record``). A holder without a record is not a syncprims client (a
-Redisson Java client, say), or one whose record could not be kept up (an ACL refusing the
-key, an outage longer than its TTL).
+(``syncprims._services.record``; a holder without one: ``LockHolder.syncprims_client``).
 
 A snapshot is a few reads, not atomic together; it may be stale as soon as it is returned.
 Pure values and parsing: no I/O.

@@ -84,9 +84,7 @@ def prefix_name(prefix: str, name: str) -> str:
 
 def suffix_name(name: str, suffix: str) -> str:
     """``{name}:suffix``, or ``name:suffix`` when ``name`` already has a hash tag."""
-    if "{" in name:
-        return f"{name}:{suffix}"
-    return f"{{{name}}}:{suffix}"
+    return f"{key_prefix(name)}:{suffix}"
 
 
 def key_prefix(name: str) -> str:

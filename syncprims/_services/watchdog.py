@@ -29,16 +29,14 @@ while a renewal call for it is unanswered is remembered until that call's reply
 (:meth:`Watchdog.may_renew_late`), and the lock then gives the owner's next hold a new field
 (``Releases.fresh_field``), which the late renewal does not name.
 
-**Holds lost with the server's data.** A server that restarts without its data, fails over
-to a replica that missed the last writes, or evicts a lock's key answers as if nothing
-happened: the next renewal (a third of the lease later) finds the hold gone, and a hold with
-an explicit lease is renewed by nothing, so nothing ever finds it. So the watchdog also
-keeps each explicit-lease hold (``register(..., renew=False)``: never renewed, forgotten at
-its lease's end), and while it keeps any hold it reads each server's ``INFO`` every
-:data:`CHECK_INTERVAL`: when the ``run_id`` changed or the eviction count grew
-(``syncprims._protocol.serverinfo``), every hold is checked at once (``holds_check.lua``,
-reads only) and each one gone is reported lost (``LossReason.DATA_LOST``): within about a
-second, leases and watchdog holds alike.
+**Holds lost with the server's data** (``syncprims._protocol.serverinfo``: a server says
+nothing of it) are found by the next renewal, a third of the lease later; a hold with an
+explicit lease is renewed by nothing. So the watchdog also keeps each explicit-lease hold
+(``register(..., renew=False)``: never renewed, forgotten at its lease's end), and while it
+keeps any hold it reads each server's ``INFO`` every :data:`CHECK_INTERVAL`: when the
+``run_id`` changed or the eviction count grew, every hold is checked at once
+(``holds_check.lua``, reads only) and each one gone is reported lost
+(``LossReason.DATA_LOST``): within about a second, leases and watchdog holds alike.
 """
 
 from __future__ import annotations
