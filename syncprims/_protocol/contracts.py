@@ -476,11 +476,6 @@ class Executor(Protocol):
         """Wait for a wake-up on the subscription; ``False`` after ``timeout`` seconds.
         ``armed``: see :data:`Armed`."""
 
-    @property
-    def pops_grants(self) -> bool:
-        """Whether :meth:`wait_pushed` blocks on the list itself (the blocking face, with
-        ``Config.lock_grant_direct``); otherwise it is :meth:`wait`."""
-
     def refuse_if_closing(self, context: str) -> None:
         """Raise ``ClientClosedError`` once shutdown began (an acquisition's first step);
         else make sure the client's record is kept (``syncprims._services.record``: in the
@@ -493,9 +488,10 @@ class Executor(Protocol):
         """The release counted by :meth:`release_started` ended."""
 
     def claim_pop(self) -> bool:
-        """Whether a new wait pops its grant (:meth:`wait_pushed` blocks on the list): with
-        :attr:`pops_grants`, while fewer than ``Config.lock_grant_direct_limit`` waits of
-        the client do. ``True`` counts the wait until :meth:`free_pop`."""
+        """Whether a new wait pops its grant (:meth:`wait_pushed` blocks on the list): in the
+        blocking face with ``Config.lock_grant_direct``, while fewer than
+        ``Config.lock_grant_direct_limit`` waits of the client do. ``True`` counts the wait
+        until :meth:`free_pop`."""
 
     def free_pop(self) -> None:
         """A wait counted by :meth:`claim_pop` ended."""
