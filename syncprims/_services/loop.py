@@ -114,9 +114,7 @@ class ServiceLoop:
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Start a task on the loop (call this on the loop thread); it is kept alive until done.
         After :meth:`close` nothing starts (``coro`` is closed): the loop is ending, and a
-        task started now would be destroyed pending (a janitor flush that came due while
-        the loop waited for its worker threads; its keys expire by their TTL, and shutdown
-        deletes what the janitor still holds)."""
+        task started now would be destroyed pending."""
         if self._closed:
             coro.close()
             return
@@ -168,7 +166,7 @@ class CallerLoop:
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Start a task on the loop; it is kept alive until done. After :meth:`close`, the
         coroutine is closed unstarted (the client's connections are closed: it could only
-        fail; left as a task, it was destroyed pending when the loop ended)."""
+        fail, and be destroyed pending when the loop ends)."""
         if self._closed:
             coro.close()
             return

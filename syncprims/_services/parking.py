@@ -139,12 +139,6 @@ class Latch(_WaiterQueue):
         for waiter in waiters:
             waiter.wake()
 
-    def _take_permit(self) -> bool:
-        if self._permits > 0:
-            self._permits -= 1
-            return True
-        return False
-
     def _wake_one(self, waiter: _Waiter) -> None:
         """Wake ``waiter`` if it is still queued (not woken, not timed out)."""
         if self._detach(waiter):
@@ -154,7 +148,8 @@ class Latch(_WaiterQueue):
         """Queue ``waiter`` (then tell ``armed`` how to wake it alone); ``True`` when a
         permit was taken instead and nothing was queued."""
         with self._mutex:
-            if self._take_permit():
+            if self._permits > 0:
+                self._permits -= 1
                 return True
             self._waiters.append(waiter)
         if armed is not None:
@@ -188,12 +183,8 @@ class Latch(_WaiterQueue):
         """Wait elsewhere: ``wake()`` is called (on the waking thread, so it must not block)
         in place of a blocked waiter's wake-up; ``None`` when a permit was taken instead (the
         caller is woken already). Leave with :meth:`delist`."""
-        with self._mutex:
-            if self._take_permit():
-                return None
-            waiter = _CallbackWaiter(wake)
-            self._waiters.append(waiter)
-            return waiter
+        waiter = _CallbackWaiter(wake)
+        return None if self._park(waiter, None) else waiter
 
     def delist(self, token: object) -> bool:
         """Stop a wait of :meth:`enlist`; ``False`` when it was woken already."""
@@ -201,12 +192,7 @@ class Latch(_WaiterQueue):
         return self._detach(token)
 
     async def wait_async(self, timeout: float | None, armed: Armed | None = None) -> bool:
-        """Await a wake-up, a permit, or ``timeout`` seconds on the running loop.
-        ``armed``: see :data:`Armed` (not called when a permit was taken).
-
-        Returns:
-            ``True`` when woken (or a permit was taken), ``False`` on timeout.
-        """
+        """As :meth:`wait_sync`, awaited on the running loop."""
         waiter = _TaskWaiter()
         if self._park(waiter, armed):
             return True
@@ -265,11 +251,7 @@ class Signal(_WaiterQueue):
         return self._result() if (woken or self._set) else False
 
     async def wait_async(self, timeout: float | None) -> bool:
-        """Await until set or ``timeout`` seconds; ``True`` when set.
-
-        Raises:
-            BaseException: the error given to :meth:`set`.
-        """
+        """As :meth:`wait_sync`, awaited on the running loop."""
         waiter = _TaskWaiter()
         with self._mutex:
             if self._set:
