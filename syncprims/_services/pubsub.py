@@ -345,6 +345,7 @@ class Subscriber:
         self.table = SubscriptionTable(sharded=sharded)
         self._conn: Any = None  # connected and in use by the reader
         self._held: Any = None  # its own, with the pool's settings (closed at close)
+        self._was_connected = False
         self.reconnects = 0
 
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
@@ -360,11 +361,14 @@ class Subscriber:
         """Drop a reference taken by :meth:`acquire`."""
         self.table.release(sub)
 
-    def _reconnected(self) -> None:
-        """A connection after the first: messages may have been lost, every waiter re-checks."""
-        self.reconnects += 1
-        log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
-        self.table.wake_everyone()
+    def _connected(self) -> None:
+        """The reader's connection is up; after the first, messages may have been lost, so
+        every waiter re-checks."""
+        if self._was_connected:
+            self.reconnects += 1
+            log.info("pub/sub: reconnected to %s; waking every waiter", self.address)
+            self.table.wake_everyone()
+        self._was_connected = True
 
     def _failed(self, error: Exception, delay: float) -> None:
         """Log a failed connection, retried in ``delay`` seconds: once per outage at
@@ -382,6 +386,7 @@ class Subscriber:
         parent's."""
         self.table = SubscriptionTable(sharded=self.table.sharded)
         self._conn = self._held = None
+        self._was_connected = False
 
 
 class ThreadSubscriber(Subscriber):
@@ -439,16 +444,13 @@ class ThreadSubscriber(Subscriber):
 
     def _run(self) -> None:
         delay = 0.05
-        first = True
         while not self.table.is_closed():
             conn = None
             try:
                 conn = self._connect()
                 if conn is None:
                     return
-                if not first:
-                    self._reconnected()
-                first = False
+                self._connected()
                 delay = 0.05
                 self._serve(conn)
             except Exception as error:
@@ -601,7 +603,6 @@ class TaskSubscriber(Subscriber):
 
     async def _run(self) -> None:
         delay = 0.05
-        first = True
         table = self.table
         while not table.is_closed():
             conn = None
@@ -609,9 +610,7 @@ class TaskSubscriber(Subscriber):
                 conn = await self._connect()
                 if conn is None:
                     return
-                if not first:
-                    self._reconnected()
-                first = False
+                self._connected()
                 delay = 0.05
                 self._last_traffic = time.monotonic()
                 self._ping_sent = 0.0
