@@ -620,12 +620,8 @@ class TaskSubscriber(Subscriber):
                     try:
                         reply = await aread(conn)
                     except ERRORS.response as error:
-                        if not table.refused(error):
-                            raise
-                        continue
-                    table.dispatch(reply)
-                    self._last_traffic = time.monotonic()
-                    self._ping_sent = 0.0
+                        reply = error
+                    self._on_reply(reply)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -637,8 +633,9 @@ class TaskSubscriber(Subscriber):
                 delay = min(delay * 2, 2.0)
 
     def _on_reply(self, reply: Any) -> None:
-        """One reply or message, from the loop's callback (``_connect``). Raises an error
-        reply no subscription explains: the connection is then opened again."""
+        """One reply or message (read by the task, or by the loop's callback: ``_connect``).
+        Raises an error reply no subscription explains: the connection is then opened
+        again."""
         if isinstance(reply, ERRORS.response):
             if not self.table.refused(reply):
                 raise reply
