@@ -152,17 +152,16 @@ class ObjectListeners:
         with self._mutex:
             targets = list(self._by_channel.get(channel, {}).values())
         for listener in targets:
-            if (listener.on_deleted if event == DELETED else listener.on_expired) is not None:
-                self._scheduler.call_soon(self._deliver, listener, event)
+            callback = listener.on_deleted if event == DELETED else listener.on_expired
+            if callback is not None:
+                self._scheduler.call_soon(self._deliver, listener, event, callback)
 
-    def _deliver(self, listener: _Listener, event: bytes) -> None:
-        """On the scheduler: call the listener's callback unless it was removed meanwhile."""
+    def _deliver(self, listener: _Listener, event: bytes, callback: ObjectCallback) -> None:
+        """On the scheduler: call ``callback``, the listener's for ``event``, unless the
+        listener was removed meanwhile."""
         with self._mutex:
             if self._listeners.get(listener.id) is not listener:
                 return
-        callback = listener.on_deleted if event == DELETED else listener.on_expired
-        if callback is None:
-            return
         try:
             callback(listener.name)
         except Exception:

@@ -21,9 +21,7 @@ Decisions:
   it, whether or not the client ever acquired (the blocking face also at interpreter exit,
   ``syncprims._runtime.sync``). A forked child has a new client id
   (``syncprims._runtime.base``) and announces anew.
-* **Optional.** ``connect(..., client_record=False)`` writes none (``syncprims inspect`` and
-  ``syncprims unlock`` connect so: a read-only look writes nothing); ``info()`` then shows
-  this client's holds without a process.
+* **Optional** (``Config.client_record``).
 * **Not ``CLIENT SETNAME``.** syncprims drives the connections of the application's own
   pool (``syncprims._transport.compat``): naming them after the client id would
   replace the application's ``client_name`` on connections it uses too, and ``CLIENT LIST``
