@@ -1,9 +1,8 @@
 """Run a core coroutine to completion on the calling thread (the sync face).
 
 With the sync executor every awaited operation completes before it returns, so the core
-coroutine finishes in one ``send``. Measured on this kind of machine, this costs nothing
-next to the Redis round trip, whereas running the core on a background loop and blocking on
-``run_coroutine_threadsafe(...).result()`` costs about one extra round trip per call.
+coroutine finishes in one ``send`` (not on a background loop: docs/design.md, "Sync over
+async, without a thread hop").
 """
 
 from __future__ import annotations
