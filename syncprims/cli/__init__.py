@@ -11,6 +11,7 @@ SIGHUP, SIGINT in a script's background job) stays ignored.
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import threading
@@ -64,6 +65,7 @@ def _url_option(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``syncprims`` command."""
     from syncprims import __version__
+    from syncprims.bench import SCENARIOS
     from syncprims.bench.scenarios import RUN_TIMES
     from syncprims.cli.demo import PRIMITIVE_HELP, PRIMITIVES
     from syncprims.cli.inspection import KINDS, LOCK_KINDS
@@ -203,16 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenario",
         action="append",
-        choices=[
-            "uncontended",
-            "handoff",
-            "contended",
-            "rw",
-            "redlock",
-            "watchdog",
-            "redlock-frozen",
-            "scale",
-        ],
+        choices=list(SCENARIOS),
         help="run only this scenario (repeatable; default: all)",
     )
     bench.add_argument(
@@ -223,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--out", default="bench-results", help="results folder")
     return parser
+
+
+_COMMANDS = {
+    "demo": ("syncprims.cli.demo", "main"),
+    "inspect": ("syncprims.cli.inspection", "main"),
+    "unlock": ("syncprims.cli.inspection", "unlock_main"),
+    "bench": ("syncprims.bench", "main"),
+}
+"""Each subcommand's module and function, imported when the subcommand runs."""
 
 
 class _Stopped(SystemExit):
@@ -260,22 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     previous = _catch_stop_signals()
     try:
-        if args.command == "demo":
-            from syncprims.cli import demo
-
-            return demo.main(args)
-        if args.command == "inspect":
-            from syncprims.cli import inspection
-
-            return inspection.main(args)
-        if args.command == "unlock":
-            from syncprims.cli import inspection
-
-            return inspection.unlock_main(args)
-        if args.command == "bench":
-            from syncprims import bench
-
-            return bench.main(args)
+        module, function = _COMMANDS[args.command]
+        status: int = getattr(importlib.import_module(module), function)(args)
+        return status
     except CommandError as error:
         print(f"syncprims {args.command}: {error}", file=sys.stderr)
         return error.status
@@ -290,7 +279,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return 2  # pragma: no cover - argparse enforces the choices
 
 
 if __name__ == "__main__":  # pragma: no cover
