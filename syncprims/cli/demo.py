@@ -128,31 +128,13 @@ class _Shared:
     results: Any
 
 
-class _PermitAsLock:
-    """One semaphore permit behind the lock()/unlock() the demo loop calls."""
+@attrs.frozen
+class _Turn:
+    """A semaphore permit (``acquire``, ``release``) or a leadership (``campaign``,
+    ``resign``) behind the lock()/unlock() the demo loop calls."""
 
-    def __init__(self, semaphore: Any) -> None:
-        self._semaphore = semaphore
-
-    def lock(self) -> None:
-        self._semaphore.acquire()
-
-    def unlock(self) -> None:
-        self._semaphore.release()
-
-
-class _LeadershipAsLock:
-    """One candidate of a leader election behind the lock()/unlock() the demo loop calls:
-    a turn is a leadership (``campaign()``, then ``resign()``)."""
-
-    def __init__(self, election: Any) -> None:
-        self._election = election
-
-    def lock(self) -> None:
-        self._election.campaign()
-
-    def unlock(self) -> None:
-        self._election.resign()
+    lock: Callable[[], object]
+    unlock: Callable[[], object]
 
 
 def _worker(job: _Job, shared: _Shared) -> None:
@@ -179,14 +161,16 @@ def _worker(job: _Job, shared: _Shared) -> None:
         rng = random.Random(worker * 1000 + thread)
         sides: dict[str, Any]
         if job.primitive == "semaphore":
-            sides = {"s": _PermitAsLock(client.get_semaphore(lock_name))}
+            semaphore = client.get_semaphore(lock_name)
+            sides = {"s": _Turn(semaphore.acquire, semaphore.release)}
         elif job.primitive == "redlock":
             sides = {"x": masters.get_red_lock(lock_name)}
         elif job.primitive == "rw":
             rw = client.get_read_write_lock(lock_name)
             sides = {"r": rw.read_lock(), "w": rw.write_lock()}
         elif job.primitive == "election":
-            sides = {"x": _LeadershipAsLock(client.get_leader_election(lock_name))}
+            election = client.get_leader_election(lock_name)
+            sides = {"x": _Turn(election.campaign, election.resign)}
         else:  # a lock kind: made by its row of the table
             sides = {"x": make(KINDS[job.primitive], client, lock_name)}
         local: list[Hold] = []
@@ -259,12 +243,8 @@ def run_demo(
 
     Args:
         url: the Redis server; for ``"redlock"``, one URL per master.
-        primitive: ``"lock"`` (RLock), ``"fair"`` (FairLock), ``"spin"`` (SpinLock),
-            ``"nonreentrant"`` (NonReentrantLock), ``"nonreentrant-fair"``
-            (NonReentrantFairLock), ``"rw"`` (ReadWriteLock),
-            ``"redlock"`` (RedLock over the masters; the counter lives on the first),
-            ``"semaphore"`` (a Semaphore of ``permits`` permits) or ``"election"`` (a
-            LeaderElection: each thread a candidate, each turn a leadership).
+        primitive: a key of :data:`PRIMITIVE_HELP`, which says what each is (a
+            ``"redlock"``'s counter lives on the first master).
         processes: worker processes (>= 1).
         threads: threads per process (>= 1).
         seconds: how long the workers contend.
@@ -296,105 +276,25 @@ def run_demo(
     urls = [url] if isinstance(url, str) else list(url)
     if not urls:
         raise ValueError("no Redis URL")
-    run_id = uuid.uuid4().hex[:8]
-    lock_name = f"syncprims:demo:{run_id}"
-    counter_key = f"syncprims:demo:{run_id}:counter"
-    ctx = multiprocessing.get_context("spawn")
-    shared = _Shared(
-        ready=ctx.Semaphore(0),
-        start=ctx.Event(),
-        stop=ctx.RawValue("b", 0),  # set by the parent on Ctrl-C; read without a lock
-        progress=ctx.Value("q", 0),
-        results=ctx.Queue(),
+    lock_name = f"syncprims:demo:{uuid.uuid4().hex[:8]}"
+    counter_key = f"{lock_name}:counter"
+    job = _Job(
+        tuple(urls), primitive, lock_name, counter_key, 0, threads, seconds, read_ratio, permits
     )
-    job = _Job(tuple(urls), primitive, lock_name, counter_key, 0, threads, seconds, read_ratio)
-    workers = [
-        ctx.Process(
-            target=_worker,
-            args=(attrs.evolve(job, worker=w, permits=permits), shared),
-            daemon=True,
-        )
-        for w in range(processes)
-    ]
     if primitive == "semaphore":
         with syncprims.connect(urls[0]) as setup:
             setup.get_semaphore(lock_name).try_set_permits(permits)
-    emit = _printer(out)
-    try:
-        # Started with SIGINT ignored, which they keep: Ctrl-C never reaches a worker.
-        default = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            for p in workers:
-                p.start()
-        finally:
-            signal.signal(signal.SIGINT, default)
-        for _ in workers:
-            if not shared.ready.acquire(timeout=60):
-                raise RuntimeError("a worker process did not start within 60 s")
-        noun = f"the {permits} permits of semaphore" if primitive == "semaphore" else primitive
-        emit(f"{_workers(processes, threads)} contend for {noun} {lock_name!r}")
-        started = time.monotonic()
-        shared.start.set()
-        collected, ran = _collect(
-            shared,
-            emit,
-            processes=processes,
-            started=started,
-            seconds=seconds,
-            interval=progress_interval,
-            midway=midway,
-        )
-        for p in workers:
-            p.join(10)
-    finally:  # also on SIGTERM or a second Ctrl-C
-        alive = [p for p in workers if p.is_alive()]
-        for p in alive:
-            p.terminate()
-        for p in alive:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-    interrupted = ran < seconds
+    collected, ran = _contend(job, processes, _printer(out), progress_interval, midway)
     errors = [e for _, errs, _ in collected for e in errs]
     if errors:
         raise RuntimeError("worker failures: " + "; ".join(errors[:5]))
     holds = [Hold(*h) for records, _, _ in collected for h in records]
-    quorum_lost = sum(n for _, _, n in collected)
     raw = client_from_url(urls[0])
     counter = int(raw.get(counter_key) or 0)
     raw.delete(counter_key)
     raw.close()
     overlaps, handoffs = analyse(holds)
-    extra: dict[str, Any] = {}
-    if primitive == "semaphore":
-        with syncprims.connect(urls[0]) as check:
-            semaphore = check.get_semaphore(lock_name)
-            left = semaphore.available_permits()
-            semaphore.delete()
-        concurrency = reader_concurrency(holds, "s")
-        extra = {
-            "permits": permits,
-            "max_concurrency": concurrency[1] if concurrency else 0,
-            "permits_left": left,
-        }
-    if primitive == "redlock":
-        extra = {
-            "masters": len(urls),
-            "quorum_lost": quorum_lost,
-            "masters_killed": masters_killed or 0,
-        }
-    if primitive == "rw":
-        writes = [h for h in holds if h.mode == "w"]
-        waits = sorted((h.acquired_ns - h.requested_ns) / 1e6 for h in writes)
-        concurrency = reader_concurrency(holds)
-        extra = {
-            "writes": len(writes),
-            "readers_mean": concurrency[0] if concurrency else None,
-            "readers_max": concurrency[1] if concurrency else None,
-            "writer_wait_p50_ms": percentile(waits, 0.5),
-            "writer_wait_max_ms": waits[-1] if waits else None,
-            "read_ratio": read_ratio,
-        }
+    interrupted = ran < seconds
     return DemoResult(
         primitive=primitive,
         processes=processes,
@@ -409,24 +309,79 @@ def run_demo(
         server=server or ", ".join(redact(u) for u in urls),
         fifo_fraction=fifo_fraction(holds),
         interrupted=interrupted,
-        **extra,
+        **_extra(job, holds, sum(n for _, _, n in collected), masters_killed),
     )
 
 
 Collected = list[tuple[list[tuple[Any, ...]], list[str], int]]
 
 
+def _contend(
+    job: _Job,
+    processes: int,
+    emit: Callable[[str], None],
+    interval: float,
+    midway: Callable[[], str] | None,
+) -> tuple[Collected, float]:
+    """Run ``processes`` workers of ``job`` to the end (:func:`_collect`); whatever ends
+    this (SIGTERM, a second Ctrl-C), no worker is left running.
+
+    Returns:
+        What the workers sent, and how long they ran, seconds.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    shared = _Shared(
+        ready=ctx.Semaphore(0),
+        start=ctx.Event(),
+        stop=ctx.RawValue("b", 0),  # set by the parent on Ctrl-C; read without a lock
+        progress=ctx.Value("q", 0),
+        results=ctx.Queue(),
+    )
+    workers = [
+        ctx.Process(target=_worker, args=(attrs.evolve(job, worker=w), shared), daemon=True)
+        for w in range(processes)
+    ]
+    try:
+        # Started with SIGINT ignored, which they keep: Ctrl-C never reaches a worker.
+        default = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for p in workers:
+                p.start()
+        finally:
+            signal.signal(signal.SIGINT, default)
+        for _ in workers:
+            if not shared.ready.acquire(timeout=60):
+                raise RuntimeError("a worker process did not start within 60 s")
+        permits = f"the {job.permits} permits of semaphore"
+        noun = permits if job.primitive == "semaphore" else job.primitive
+        emit(f"{_workers(processes, job.threads)} contend for {noun} {job.lock_name!r}")
+        done = _collect(
+            shared, emit, seconds=job.seconds, processes=processes, interval=interval, midway=midway
+        )
+        for p in workers:
+            p.join(10)
+    finally:
+        alive = [p for p in workers if p.is_alive()]
+        for p in alive:
+            p.terminate()
+        for p in alive:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+    return done
+
+
 def _collect(
     shared: _Shared,
     emit: Callable[[str], None],
     *,
-    processes: int,
-    started: float,
     seconds: float,
+    processes: int,
     interval: float,
     midway: Callable[[], str] | None,
 ) -> tuple[Collected, float]:
-    """Print progress until every worker has sent its holds; on Ctrl-C, tell them to stop.
+    """Start the workers and print progress until every one has sent its holds; on Ctrl-C,
+    tell them to stop.
 
     Returns:
         What the workers sent, and how long they ran, seconds (``seconds`` unless stopped).
@@ -434,6 +389,8 @@ def _collect(
     collected: Collected = []
     last = 0
     ran = seconds
+    started = time.monotonic()
+    shared.start.set()
     give_up = started + seconds + 60
     while len(collected) < processes:
         try:
@@ -465,6 +422,43 @@ def _collect(
                 "sections (Ctrl-C again to abandon them)"
             )
     return collected, ran
+
+
+def _extra(
+    job: _Job, holds: list[Hold], quorum_lost: int, masters_killed: int | None
+) -> dict[str, Any]:
+    """The :class:`DemoResult` fields of ``job.primitive`` alone (the semaphore's are read
+    from it, which is then deleted)."""
+    if job.primitive == "semaphore":
+        with syncprims.connect(job.urls[0]) as check:
+            semaphore = check.get_semaphore(job.lock_name)
+            left = semaphore.available_permits()
+            semaphore.delete()
+        concurrency = reader_concurrency(holds, "s")
+        return {
+            "permits": job.permits,
+            "max_concurrency": concurrency[1] if concurrency else 0,
+            "permits_left": left,
+        }
+    if job.primitive == "redlock":
+        return {
+            "masters": len(job.urls),
+            "quorum_lost": quorum_lost,
+            "masters_killed": masters_killed or 0,
+        }
+    if job.primitive == "rw":
+        writes = [h for h in holds if h.mode == "w"]
+        waits = sorted((h.acquired_ns - h.requested_ns) / 1e6 for h in writes)
+        concurrency = reader_concurrency(holds)
+        return {
+            "writes": len(writes),
+            "readers_mean": concurrency[0] if concurrency else None,
+            "readers_max": concurrency[1] if concurrency else None,
+            "writer_wait_p50_ms": percentile(waits, 0.5),
+            "writer_wait_max_ms": waits[-1] if waits else None,
+            "read_ratio": job.read_ratio,
+        }
+    return {}
 
 
 def _printer(out: TextIO | None) -> Callable[[str], None]:
