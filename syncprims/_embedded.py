@@ -7,24 +7,17 @@ port. :class:`FakeServer` runs fakeredis' TCP server in a thread, for machines w
 :class:`RedisClusterSet` (made by ``redis-cli --cluster create``) and :class:`SentinelSet`
 (``--sentinel``) run groups of the same server.
 
-The server binary comes from one setting: the environment variable ``SYNCPRIMS_TEST_SERVER``
-(a path to a ``redis-server`` or ``valkey-server`` binary) when it is set, else
-``redis-server`` from ``PATH``. It serves the single servers, every node of a cluster and the
-sentinels (Valkey's sentinel is ``valkey-server --sentinel``), but not :func:`start_embedded`
-(the demo's server: ``redis-server`` from ``PATH``). ``scripts/servers`` fetches Redis 6.2
-and Valkey 8 binaries for it. The ``redis-cli`` that creates the cluster and probes the nodes
-is the one in the binary's folder when there is one (``redis-cli`` or ``valkey-cli``), else
-``redis-cli`` from ``PATH``.
-
-Processes the demo and the benchmarks start end with them, however they end: their servers
-(``end_with_parent=True``: on Linux the kernel kills a server whose parent died,
-``PR_SET_PDEATHSIG``) and their worker processes (:func:`exit_with_parent`).
+Every server here but :func:`start_embedded`'s runs :func:`server_executable`'s binary
+(``$SYNCPRIMS_TEST_SERVER``, else ``redis-server`` from ``PATH``; ``scripts/servers`` fetches
+Redis 6.2 and Valkey 8 binaries for it), with :func:`server_cli`'s ``redis-cli``. What the demo
+and the benchmarks start ends with them (``end_with_parent``, :func:`exit_with_parent`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import multiprocessing
 import os
 import shutil
@@ -53,7 +46,7 @@ __all__ = [
 ]
 
 SERVER_ENV = "SYNCPRIMS_TEST_SERVER"
-"""The environment variable naming the server binary (see the module docstring)."""
+"""The environment variable naming the server binary (:func:`server_executable`)."""
 
 
 def server_executable() -> str | None:
@@ -246,7 +239,6 @@ class RedisServer:
         if found is None:
             raise FileNotFoundError(f"redis-server is not on PATH (and {SERVER_ENV} is not set)")
         self.executable = found
-        self._banner: tuple[str, str] | None = None
         self.port = port or free_port()
         self._own_port = port is None  # free_port's: another may be picked (start)
         self.args = list(args or [])
@@ -274,16 +266,16 @@ class RedisServer:
         """``redis-server <version> on 127.0.0.1:<port>`` (``valkey-server ...`` for Valkey)."""
         return f"{self.name()} {self.version()} on 127.0.0.1:{self.port}"
 
+    @functools.cached_property
+    def _banner(self) -> tuple[str, str]:
+        return _server_banner(self.executable)
+
     def name(self) -> str:
         """``redis-server`` or ``valkey-server``, from the binary's ``--version``."""
-        if self._banner is None:
-            self._banner = _server_banner(self.executable)
         return self._banner[0]
 
     def version(self) -> str:
         """The server's version, from ``<binary> --version`` (``7.0.15``, ``8.1.8``...)."""
-        if self._banner is None:
-            self._banner = _server_banner(self.executable)
         return self._banner[1]
 
     def _args_for_version(self) -> list[str]:
@@ -292,15 +284,10 @@ class RedisServer:
         major = self.version().split(".")[0]
         if not major.isdigit() or int(major) >= 7:
             return self.args
-        args: list[str] = []
-        skip = False
-        for arg in self.args:
-            if skip:
-                skip = False
-            elif arg == "--enable-debug-command":
-                skip = True
-            else:
-                args.append(arg)
+        args = list(self.args)
+        while "--enable-debug-command" in args:
+            at = args.index("--enable-debug-command")
+            del args[at : at + 2]
         return args
 
     def start(self, timeout: float = 10.0) -> None:
