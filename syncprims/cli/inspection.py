@@ -112,8 +112,7 @@ def read(client: syncprims.Client, name: str, kind: str | None = None) -> Snapsh
             subscribers=lock.channels,
         )
     if kind in ("semaphore", "pes", "semaphore-or-latch"):
-        getter_s = client.get_permit_expirable_semaphore if kind == "pes" else client.get_semaphore
-        semaphore = getter_s(name).info()
+        semaphore = make(TABLE["pes" if kind == "pes" else "semaphore"], client, name).info()
         channels = dict(semaphore.channels)
         if kind == "semaphore-or-latch":
             channels.update(client.get_count_down_latch(name).info().channels)
@@ -274,7 +273,8 @@ def main(args: Any, out: TextIO | None = None) -> int:
 
 
 def force_unlock(client: syncprims.Client, shot: Snapshot) -> bool:
-    """Release the lock in ``shot`` whoever holds it, with the public ``force_unlock``.
+    """Release the lock in ``shot`` whoever holds it, with the public ``force_unlock`` of its
+    kind (an RLock's for a name that holds no lock), made by the table of kinds.
 
     Returns:
         ``True`` if it was held.
@@ -282,16 +282,11 @@ def force_unlock(client: syncprims.Client, shot: Snapshot) -> bool:
     Raises:
         syncprims.TransportError: Redis could not be reached.
     """
-    name = shot.name
-    if shot.kind == "fair":
-        return client.get_fair_lock(name).force_unlock()
-    if shot.kind == "fenced":
-        return client.get_fenced_lock(name).force_unlock()
-    if shot.kind == "rw":
-        rw = client.get_read_write_lock(name)
-        side = rw.write_lock() if shot.mode == "write" else rw.read_lock()
-        return side.force_unlock()
-    return client.get_lock(name).force_unlock()
+    kind = shot.kind if shot.kind in LOCK_KINDS else "lock"
+    if kind == "rw":  # the side that holds it
+        kind = "write" if shot.mode == "write" else "read"
+    released: bool = make(TABLE[kind], client, shot.name).force_unlock()
+    return released
 
 
 def unlock_main(args: Any, out: TextIO | None = None, ask: Callable[[str], str] = input) -> int:
