@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol, Self
+from typing import Self
 
 __all__ = [
     "SERVER_ENV",
@@ -196,18 +196,6 @@ def _running(pid: int) -> bool:
             return f.read().rpartition(")")[2].split()[0] != "Z"
     except (OSError, IndexError):  # no /proc
         return True
-
-
-class EmbeddedServer(Protocol):
-    """What the demo needs from a server it started."""
-
-    @property
-    def url(self) -> str: ...
-
-    @property
-    def description(self) -> str: ...
-
-    def stop(self) -> None: ...
 
 
 class RedisServer:
@@ -461,6 +449,10 @@ def _error_tolerant_handler() -> type:
             client.read_response = read_response  # type: ignore[method-assign]
 
     return Handler
+
+
+EmbeddedServer = RedisServer | FakeServer
+"""What :func:`start_embedded` starts."""
 
 
 def start_embedded() -> EmbeddedServer:
