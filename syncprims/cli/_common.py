@@ -38,13 +38,12 @@ def default_url() -> str | None:
     return os.environ.get("REDIS_URL") or None
 
 
-def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
+def checked_redis(url: str) -> Any:
     """A client for ``url``, any form :func:`syncprims.connect` takes (a valkey-py client
     for ``valkey://`` forms), that has answered one PING.
 
     Args:
         url: the server's URL.
-        timeout: the connect and reply timeout, seconds.
 
     Returns:
         A ``redis.Redis``, ``redis.RedisCluster`` or their valkey-py twins; the caller
@@ -52,11 +51,11 @@ def checked_redis(url: str, *, timeout: float = CHECK_TIMEOUT) -> Any:
 
     Raises:
         CommandError: a malformed URL, refused credentials, or a server that does not answer
-            within ``timeout`` seconds (the message names the URL without its password).
+            within :data:`CHECK_TIMEOUT` seconds (the message names the URL without its password).
     """
     where = redact(url)
     try:
-        client: Any = client_from_url(url, timeout=timeout, connect_timeout=timeout)
+        client: Any = client_from_url(url, timeout=CHECK_TIMEOUT, connect_timeout=CHECK_TIMEOUT)
     except ImportError as error:  # valkey:// without valkey-py
         raise CommandError(f"cannot use {where}: {error}") from None
     except (ValueError, TypeError) as error:

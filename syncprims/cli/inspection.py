@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 import attrs
@@ -233,13 +233,13 @@ def _url(args: Any) -> str:
     return str(url)
 
 
-def main(args: Any, out: TextIO | None = None) -> int:
+def main(args: Any) -> int:
     """The ``inspect`` subcommand: print a snapshot, or one a second with ``--watch``.
 
     Raises:
         CommandError: the server cannot be used, or was lost while watching.
     """
-    out = out or sys.stdout
+    out = sys.stdout
     r = checked_redis(_url(args))
     clear = args.watch and not args.json and out.isatty()
     try:
@@ -289,7 +289,7 @@ def force_unlock(client: syncprims.Client, shot: Snapshot) -> bool:
     return released
 
 
-def unlock_main(args: Any, out: TextIO | None = None, ask: Callable[[str], str] = input) -> int:
+def unlock_main(args: Any) -> int:
     """The ``unlock`` subcommand.
 
     Returns:
@@ -298,7 +298,6 @@ def unlock_main(args: Any, out: TextIO | None = None, ask: Callable[[str], str] 
     Raises:
         CommandError: no ``--force``, a name that is not a lock, or an unusable server.
     """
-    out = out or sys.stdout
     if not args.force:
         raise CommandError(
             "unlock frees a lock whoever holds it: pass --force to mean it "
@@ -307,7 +306,7 @@ def unlock_main(args: Any, out: TextIO | None = None, ask: Callable[[str], str] 
     r = checked_redis(_url(args))
     try:
         with syncprims.connect(r, client_record=False) as client:  # r closed below
-            return _unlock(client, args, out, ask)
+            return _unlock(client, args, sys.stdout)
     except (redis.exceptions.RedisError, syncprims.SyncPrimsError) as error:
         where = redact(_url(args))
         raise CommandError(f"could not unlock {args.name!r} at {where}: {error}") from None
@@ -315,7 +314,7 @@ def unlock_main(args: Any, out: TextIO | None = None, ask: Callable[[str], str] 
         r.close()
 
 
-def _unlock(client: syncprims.Client, args: Any, out: TextIO, ask: Callable[[str], str]) -> int:
+def _unlock(client: syncprims.Client, args: Any, out: TextIO) -> int:
     """``unlock`` once connected (see :func:`unlock_main`)."""
     shot = read(client, args.name, args.kind)
     if shot.kind not in LOCK_KINDS and shot.kind != "none":
@@ -327,7 +326,7 @@ def _unlock(client: syncprims.Client, args: Any, out: TextIO, ask: Callable[[str
     print("\n".join(describe(shot)), file=out)
     if not args.yes:
         try:
-            answer = ask(f"Force-unlock {args.name!r}, whoever holds it? [y/N] ")
+            answer = input(f"Force-unlock {args.name!r}, whoever holds it? [y/N] ")
         except EOFError:
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
