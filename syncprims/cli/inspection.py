@@ -1,15 +1,9 @@
-"""``syncprims inspect NAME`` and ``syncprims unlock NAME --force``: for operators.
+"""``syncprims inspect NAME`` and ``syncprims unlock NAME --force``: for operators (what they
+show and take: docs/operations.md).
 
-``inspect`` renders what the library's ``info()`` reads (never writes) for the object under
-``NAME``: a lock, fair lock, read-write lock or fenced lock (``LockInfo``: holders with
-their hold counts and processes, TTL, recorded waiters with their deadlines, token,
-subscribers), a semaphore or permit-expirable semaphore (``SemaphoreInfo``) or a
-count-down latch (``LatchInfo``); the reading itself is ``syncprims._core.info``, which
-also tells the kind from the keys (Redisson's layout, ``redisson-spec.md`` 1.1). This
-module only picks the object, calls its ``info()`` and prints the result.
-
-``unlock --force`` frees a lock whose holder is gone, with the public ``force_unlock`` of
-the matching object, after asking (``--yes`` skips the question).
+``inspect`` prints the object's ``info()``, the kind told from its keys by
+``syncprims._core.info``; ``unlock --force`` asks, then calls the lock's public
+``force_unlock``.
 """
 
 from __future__ import annotations
