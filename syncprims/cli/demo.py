@@ -42,6 +42,8 @@ __all__ = ["DemoResult", "report", "run_demo"]
 PRIMITIVE_HELP = {kind.name: kind.demo for kind in KINDS.values() if kind.demo}
 """What ``--primitive`` takes, each with its description (the table of kinds)."""
 PRIMITIVES = tuple(PRIMITIVE_HELP)
+PROGRESS_INTERVAL = 1.0
+"""Seconds between two progress lines."""
 STOP_GRACE = 15.0
 """Seconds the workers get to finish their critical sections after Ctrl-C."""
 READ_HOLD = 0.001
@@ -229,7 +231,6 @@ def run_demo(
     seconds: float = 10.0,
     server: str = "",
     out: TextIO | None = None,
-    progress_interval: float = 1.0,
     read_ratio: float = 0.9,
     midway: Callable[[], str] | None = None,
     permits: int = 3,
@@ -250,7 +251,6 @@ def run_demo(
         seconds: how long the workers contend.
         server: a description of the server, for the report.
         out: where progress lines go (``None``: nowhere).
-        progress_interval: seconds between progress lines.
         read_ratio: with ``"rw"``, the share of critical sections that only read.
         midway: called once half way through the run (e.g. to kill masters); its return
             value is printed.
@@ -284,7 +284,7 @@ def run_demo(
     if primitive == "semaphore":
         with syncprims.connect(urls[0]) as setup:
             setup.get_semaphore(lock_name).try_set_permits(permits)
-    collected, ran = _contend(job, processes, _printer(out), progress_interval, midway)
+    collected, ran = _contend(job, processes, _printer(out), midway)
     errors = [e for _, errs, _ in collected for e in errs]
     if errors:
         raise RuntimeError("worker failures: " + "; ".join(errors[:5]))
@@ -320,7 +320,6 @@ def _contend(
     job: _Job,
     processes: int,
     emit: Callable[[str], None],
-    interval: float,
     midway: Callable[[], str] | None,
 ) -> tuple[Collected, float]:
     """Run ``processes`` workers of ``job`` to the end (:func:`_collect`); whatever ends
@@ -355,9 +354,7 @@ def _contend(
         permits = f"the {job.permits} permits of semaphore"
         noun = permits if job.primitive == "semaphore" else job.primitive
         emit(f"{_workers(processes, job.threads)} contend for {noun} {job.lock_name!r}")
-        done = _collect(
-            shared, emit, seconds=job.seconds, processes=processes, interval=interval, midway=midway
-        )
+        done = _collect(shared, emit, seconds=job.seconds, processes=processes, midway=midway)
         for p in workers:
             p.join(10)
     finally:
@@ -377,7 +374,6 @@ def _collect(
     *,
     seconds: float,
     processes: int,
-    interval: float,
     midway: Callable[[], str] | None,
 ) -> tuple[Collected, float]:
     """Start the workers and print progress until every one has sent its holds; on Ctrl-C,
@@ -395,7 +391,7 @@ def _collect(
     while len(collected) < processes:
         try:
             try:
-                collected.append(shared.results.get(timeout=interval))
+                collected.append(shared.results.get(timeout=PROGRESS_INTERVAL))
                 continue
             except queue.Empty:  # time for a progress line
                 pass
