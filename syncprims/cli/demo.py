@@ -475,68 +475,57 @@ def report(result: DemoResult, out: TextIO) -> None:
     thing = "a permit" if semaphore else "the lock"
     if semaphore:
         counted = f"{result.counter:,} (read only: holders share the semaphore)"
+        kind = "at most N holders, permits conserved"
     elif result.writes is None:
         counted = f"{result.counter:,} (critical sections: {result.acquisitions:,})"
+        kind = "mutual exclusion"
     else:
         counted = f"{result.counter:,} (write sections: {result.writes:,})"
+        kind = "writer exclusivity"
     ran = f"{result.seconds:g} s" + (" (interrupted)" if result.interrupted else "")
-    rows = [
-        ("server", result.server),
-        ("primitive", result.primitive),
-        ("workers", _workers(result.processes, result.threads)),
-        ("acquisitions", f"{result.acquisitions:,} in {ran}"),
-        ("acquisitions/s", f"{result.rate:,.0f}"),
-        ("handoffs", f"{result.handoffs:,} ({thing} passed between different workers)"),
-        ("handoff p50", ms(result.handoff_p50_ms)),
-        ("handoff p99", ms(result.handoff_p99_ms)),
-        ("counter", counted),
-    ]
+    rows = {
+        "server": result.server,
+        "primitive": result.primitive,
+        "workers": _workers(result.processes, result.threads),
+        "acquisitions": f"{result.acquisitions:,} in {ran}",
+        "acquisitions/s": f"{result.rate:,.0f}",
+        "handoffs": f"{result.handoffs:,} ({thing} passed between different workers)",
+        "handoff p50": ms(result.handoff_p50_ms),
+        "handoff p99": ms(result.handoff_p99_ms),
+        "counter": counted,
+    }
     if not semaphore:
-        rows.append(("overlapping holds", f"{result.overlaps} (forbidden overlaps)"))
+        rows["overlapping holds"] = f"{result.overlaps} (forbidden overlaps)"
     if result.fifo_fraction is not None:
         fifo = f"{100 * result.fifo_fraction:.1f}% of consecutive acquisitions in request order"
-        rows.append(("FIFO order", fifo))
+        rows["FIFO order"] = fifo
     if semaphore:
-        rows.append(
-            (
-                "holders at once",
-                f"max {result.max_concurrency} (permits: {result.permits}); "
-                f"permits back at the end: {result.permits_left}",
-            )
+        rows["holders at once"] = (
+            f"max {result.max_concurrency} (permits: {result.permits}); "
+            f"permits back at the end: {result.permits_left}"
         )
     if result.masters is not None:
-        rows.append(("masters", f"{result.masters} (a majority: {result.masters // 2 + 1})"))
+        rows["masters"] = f"{result.masters} (a majority: {result.masters // 2 + 1})"
         lost = f"{result.quorum_lost} unlocks could not release a majority"
         if result.masters_killed:
             lost += f" (part of it was on one of the {result.masters_killed} killed masters)"
-        rows.append(("quorum lost", lost))
+        rows["quorum lost"] = lost
     if result.writes is not None:
         reads = result.acquisitions - result.writes
-        rows.append(
-            (
-                "reads / writes",
-                f"{reads:,} / {result.writes:,} (read ratio {result.read_ratio:g}; "
-                f"a reader stays {READ_HOLD * 1000:g} ms)",
-            )
+        rows["reads / writes"] = (
+            f"{reads:,} / {result.writes:,} (read ratio {result.read_ratio:g}; "
+            f"a reader stays {READ_HOLD * 1000:g} ms)"
         )
         if result.readers_mean is not None:
-            rows.append(
-                (
-                    "readers inside",
-                    f"mean {result.readers_mean:.2f} while any is inside, max {result.readers_max}",
-                )
+            rows["readers inside"] = (
+                f"mean {result.readers_mean:.2f} while any is inside, max {result.readers_max}"
             )
         waits = f"p50 {ms(result.writer_wait_p50_ms)}, max {ms(result.writer_wait_max_ms)}"
-        rows.append(("writer wait", waits))
-    width = max(len(k) for k, _ in rows)
+        rows["writer wait"] = waits
+    width = max(len(k) for k in rows)
     print(file=out)
-    for key, value in rows:
+    for key, value in rows.items():
         print(f"  {key:<{width}}  {value}", file=out)
-    kind = "mutual exclusion"
-    if result.writes is not None:
-        kind = "writer exclusivity"
-    elif semaphore:
-        kind = "at most N holders, permits conserved"
     print(f"\n{kind}: {'OK' if result.ok else 'VIOLATED'}", file=out)
 
 
