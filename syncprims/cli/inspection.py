@@ -178,13 +178,12 @@ def describe(shot: Snapshot) -> list[str]:
     if shot.token is not None:
         rows.append(("token", f"{shot.token} (the last one handed out)"))
     if shot.value is not None:
-        label = {"latch": "count", "semaphore": "permits", "pes": "permits"}.get(shot.kind)
-        if label is None:
-            rows.append(("value", f"{shot.value} (semaphore: permits available; latch: count)"))
-        elif label == "permits":
+        if shot.kind == "latch":
+            rows.append(("count", str(shot.value)))
+        elif shot.kind in ("semaphore", "pes"):
             rows.append(("permits", f"{shot.value} available"))
         else:
-            rows.append(("count", str(shot.value)))
+            rows.append(("value", f"{shot.value} (semaphore: permits available; latch: count)"))
     if shot.kind == "pes":
         rows.append(("leased", _plural(len(shot.leases), "permit")))
         for lease in shot.leases:
