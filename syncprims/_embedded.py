@@ -198,7 +198,18 @@ def _running(pid: int) -> bool:
         return True
 
 
-class RedisServer:
+class _Loopback:
+    """A server listening on :attr:`port` of 127.0.0.1."""
+
+    port: int
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>``."""
+        return f"redis://127.0.0.1:{self.port}"
+
+
+class RedisServer(_Loopback):
     """A ``redis-server`` child process on a free loopback port.
 
     Args:
@@ -243,11 +254,6 @@ class RedisServer:
         except BaseException:  # no process, no folder left behind
             self.stop()
             raise
-
-    @property
-    def url(self) -> str:
-        """``redis://127.0.0.1:<port>``."""
-        return f"redis://127.0.0.1:{self.port}"
 
     @property
     def description(self) -> str:
@@ -386,7 +392,7 @@ class RedisServer:
         self.stop()
 
 
-class FakeServer:
+class FakeServer(_Loopback):
     """fakeredis' TCP server on a free loopback port, served by a daemon thread.
 
     Raises:
@@ -401,17 +407,12 @@ class FakeServer:
         # Connection handlers must not keep the process alive or block server_close().
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        self.port: int = self._server.server_address[1]
+        self.port = self._server.server_address[1]
         self._version = getattr(fakeredis, "__version__", "?")
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="fakeredis", daemon=True
         )
         self._thread.start()
-
-    @property
-    def url(self) -> str:
-        """``redis://127.0.0.1:<port>``."""
-        return f"redis://127.0.0.1:{self.port}"
 
     @property
     def description(self) -> str:
