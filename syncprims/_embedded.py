@@ -215,11 +215,10 @@ class RedisServer(_Loopback):
     Args:
         port: the port; ``None`` picks a free one.
         args: extra ``redis-server`` arguments (``["--requirepass", "x"]``...).
-        executable: the binary; ``None`` takes :func:`server_executable`
-            (``$SYNCPRIMS_TEST_SERVER``, else ``redis-server`` on ``PATH``).
-        end_with_parent: on Linux, the kernel kills the server when this process dies (by
-            SIGKILL too) or, precisely, when the thread that (re)started it ends: for a
-            server started and stopped by one long-lived thread (the demo's, the bench's).
+        executable: the binary; ``None`` takes :func:`server_executable`'s.
+        config_file: a configuration file to start from; its folder is the server's.
+        end_with_parent: on Linux, the kernel kills the server when the thread that
+            (re)started it ends, as when this process dies (:func:`_killed_with_parent`).
 
     Raises:
         FileNotFoundError: no ``redis-server`` (or ``SYNCPRIMS_TEST_SERVER`` names none).
