@@ -76,113 +76,86 @@ def _find(rows: list[Row], scenario: str, peer: str, metric: str) -> float | Non
     return None
 
 
+# The issue's targets: (target, scenario, metric, peer, reference peer, op, factor): the peer's
+# median ``op`` factor x the reference's, or with no reference peer ``op`` the factor itself.
+_TARGETS: list[tuple[str, str, str, str, str | None, str, float]] = [
+    ("uncontended >= 0.95 x raw EVALSHA floor",
+     "uncontended", "pairs/s", "syncprims", "raw EVALSHA floor", ">=", 0.95),
+    ("uncontended >= 1.05 x redis-py Lock",
+     "uncontended", "pairs/s", "syncprims", "redis-py Lock", ">=", 1.05),
+    ("asyncio face >= 0.8 x sync face",
+     "uncontended", "pairs/s", "syncprims (asyncio)", "syncprims", ">=", 0.8),
+    ("handoff p50 < python-redis-lock",
+     "handoff", "p50", "syncprims", "python-redis-lock", "<", 1.0),
+    ("handoff p99 < python-redis-lock",
+     "handoff", "p99", "syncprims", "python-redis-lock", "<", 1.0),
+    ("handoff p50 <= 1.4 x BLPOP floor",
+     "handoff", "p50", "syncprims", "BLPOP floor", "<=", 1.4),
+    # Issue 14's stricter ones (contention and quorum).
+    ("uncontended >= 1.05 x raw EVALSHA floor",
+     "uncontended", "pairs/s", "syncprims", "raw EVALSHA floor", ">=", 1.05),
+    ("handoff p50 <= 0.8 x python-redis-lock",
+     "handoff", "p50", "syncprims", "python-redis-lock", "<=", 0.8),
+    ("handoff p50 <= 1.3 x BLPOP floor",
+     "handoff", "p50", "syncprims", "BLPOP floor", "<=", 1.3),
+    ("RedLock x5 pairs/s >= 0.8 x RedLock on 1 master",
+     "redlock", "pairs/s", "syncprims RedLock x5", "syncprims RedLock", ">=", 0.8),
+    ("RedLock x5 pairs/s >= 4 x pottery on the same 5 masters",
+     "redlock", "pairs/s", "syncprims RedLock x5", "pottery Redlock x5", ">=", 4.0),
+    ("RedLock x5 acquire p50 < 1.5 x on 1 master",
+     "redlock", "acquire p50", "syncprims RedLock x5", "syncprims RedLock", "<", 1.5),
+    ("RedLock x5 pair <= 1.3 x the raw 5-node EVALSHA fan-out (pairs/s)",
+     "redlock", "pairs/s", "syncprims RedLock x5", "raw EVALSHA fan-out x5", ">=", 1 / 1.3),
+    ("1-master MultiLock (RedLock on 1 master) pair <= 1.15 x its raw pair (pairs/s)",
+     "redlock", "pairs/s", "syncprims RedLock", "raw EVALSHA fan-out x1", ">=", 1 / 1.15),
+    ("RedLock x5, 1 of 5 frozen: pair p50 <= 2 x healthy", "redlock-frozen", "pair p50",
+     "syncprims RedLock x5, 1 frozen", "syncprims RedLock x5, 0 frozen", "<=", 2.0),
+    ("RedLock x5, 2 of 5 frozen: pair p50 <= 2 x healthy", "redlock-frozen", "pair p50",
+     "syncprims RedLock x5, 2 frozen", "syncprims RedLock x5, 0 frozen", "<=", 2.0),
+    ("rw, writer preference, readers back to back: writer wait max <= 50 ms", "rw",
+     "writer wait max", "ReadWriteLock, readers back to back, writer preference", None, "<=", 50.0),
+    ("contended acquisitions/s >= 1.3 x python-redis-lock",
+     "contended", "acquisitions/s", "syncprims", "python-redis-lock", ">=", 1.3),
+    ("contended FairLock acquisitions/s >= 1.0 x python-redis-lock",
+     "contended", "acquisitions/s", "syncprims FairLock", "python-redis-lock", ">=", 1.0),
+    ("contended: Jain fairness >= 0.9 (RLock)",
+     "contended", "Jain fairness", "syncprims", None, ">=", 0.9),
+    # Issue 28's (the shared connections).
+    ("scale 256 tasks: pairs/s >= 3 x redis-py asyncio Lock",
+     "scale distinct 256", "pairs/s", "syncprims", "redis-py", ">=", 3.0),
+    ("scale 2,000 tasks: pairs/s >= 3 x redis-py asyncio Lock",
+     "scale distinct 2000", "pairs/s", "syncprims", "redis-py", ">=", 3.0),
+    ("scale 256 tasks: pairs/s >= 2 x per-call pooled (before)",
+     "scale distinct 256", "pairs/s", "syncprims", "syncprims-pooled", ">=", 2.0),
+    ("scale 2,000 tasks: pairs/s >= 2 x per-call pooled (before)",
+     "scale distinct 2000", "pairs/s", "syncprims", "syncprims-pooled", ">=", 2.0),
+    ("scale 1 task: pair p50 within 5 % of per-call pooled",
+     "scale distinct 1", "pair p50", "syncprims", "syncprims-pooled", "<=", 1.05),
+    ("scale RedLock x5, 256 tasks: pairs/s >= 3 x per-call pooled (before)", "scale redlock x5 256",
+     "pairs/s", "syncprims RedLock x5", "syncprims-pooled RedLock x5", ">=", 3.0),
+]  # fmt: skip
+
+
 def _target(
-    name: str, value: float | None, reference: float | None, op: str, factor: float
+    rows: list[Row], goal: tuple[str, str, str, str, str | None, str, float]
 ) -> dict[str, Any]:
-    if value is None or reference is None:
+    """One of :data:`_TARGETS`: whether it holds and the figures that say so."""
+    name, scenario, metric, peer, reference, op, factor = goal
+    value = _find(rows, scenario, peer, metric)
+    base = 1.0 if reference is None else _find(rows, scenario, reference, metric)
+    if value is None or base is None:
         return {"target": name, "holds": None, "detail": "not measured"}
-    bound = reference * factor
+    bound = base * factor
     holds = value >= bound if op == ">=" else value <= bound if op == "<=" else value < bound
-    ratio = value / reference if reference else float("inf")
-    return {
-        "target": name,
-        "holds": holds,
-        "detail": f"{value:,.3f} vs {bound:,.3f} (ratio {ratio:.2f})",
-    }
-
-
-def _bound(value: float | None, limit: float, op: str = "<=") -> dict[str, Any]:
-    """Whether ``value`` is ``op`` (``<=`` or ``>=``) ``limit``, as a target's fields."""
-    if value is None:
-        return {"holds": None, "detail": "not measured"}
-    holds = value <= limit if op == "<=" else value >= limit
-    return {"holds": holds, "detail": f"{value:,.3f} vs {limit:,.3f}"}
+    detail = f"{value:,.3f} vs {bound:,.3f}"
+    if reference is not None:
+        detail += f" (ratio {value / base if base else float('inf'):.2f})"
+    return {"target": name, "holds": holds, "detail": detail}
 
 
 def targets(rows: list[Row]) -> list[dict[str, Any]]:
     """The issue's targets, each with whether it holds in this run."""
-    u = "uncontended"
-    sync = _find(rows, u, "syncprims", "pairs/s")
-    out = [
-        _target("uncontended >= 0.95 x raw EVALSHA floor", sync,
-                _find(rows, u, "raw EVALSHA floor", "pairs/s"), ">=", 0.95),
-        _target("uncontended >= 1.05 x redis-py Lock", sync,
-                _find(rows, u, "redis-py Lock", "pairs/s"), ">=", 1.05),
-        _target("asyncio face >= 0.8 x sync face",
-                _find(rows, u, "syncprims (asyncio)", "pairs/s"), sync, ">=", 0.8),
-        _target("handoff p50 < python-redis-lock", _find(rows, "handoff", "syncprims", "p50"),
-                _find(rows, "handoff", "python-redis-lock", "p50"), "<", 1.0),
-        _target("handoff p99 < python-redis-lock", _find(rows, "handoff", "syncprims", "p99"),
-                _find(rows, "handoff", "python-redis-lock", "p99"), "<", 1.0),
-        _target("handoff p50 <= 1.4 x BLPOP floor", _find(rows, "handoff", "syncprims", "p50"),
-                _find(rows, "handoff", "BLPOP floor", "p50"), "<=", 1.4),
-        # Issue 14's stricter ones (contention and quorum).
-        _target("uncontended >= 1.05 x raw EVALSHA floor", sync,
-                _find(rows, u, "raw EVALSHA floor", "pairs/s"), ">=", 1.05),
-        _target("handoff p50 <= 0.8 x python-redis-lock",
-                _find(rows, "handoff", "syncprims", "p50"),
-                _find(rows, "handoff", "python-redis-lock", "p50"), "<=", 0.8),
-        _target("handoff p50 <= 1.3 x BLPOP floor", _find(rows, "handoff", "syncprims", "p50"),
-                _find(rows, "handoff", "BLPOP floor", "p50"), "<=", 1.3),
-        _target("RedLock x5 pairs/s >= 0.8 x RedLock on 1 master",
-                _find(rows, "redlock", "syncprims RedLock x5", "pairs/s"),
-                _find(rows, "redlock", "syncprims RedLock", "pairs/s"), ">=", 0.8),
-        _target("RedLock x5 pairs/s >= 4 x pottery on the same 5 masters",
-                _find(rows, "redlock", "syncprims RedLock x5", "pairs/s"),
-                _find(rows, "redlock", "pottery Redlock x5", "pairs/s"), ">=", 4.0),
-        _target("RedLock x5 acquire p50 < 1.5 x on 1 master",
-                _find(rows, "redlock", "syncprims RedLock x5", "acquire p50"),
-                _find(rows, "redlock", "syncprims RedLock", "acquire p50"), "<", 1.5),
-        _target("RedLock x5 pair <= 1.3 x the raw 5-node EVALSHA fan-out (pairs/s)",
-                _find(rows, "redlock", "syncprims RedLock x5", "pairs/s"),
-                _find(rows, "redlock", "raw EVALSHA fan-out x5", "pairs/s"), ">=", 1 / 1.3),
-        _target("1-master MultiLock (RedLock on 1 master) pair <= 1.15 x its raw pair (pairs/s)",
-                _find(rows, "redlock", "syncprims RedLock", "pairs/s"),
-                _find(rows, "redlock", "raw EVALSHA fan-out x1", "pairs/s"), ">=", 1 / 1.15),
-        _target("RedLock x5, 1 of 5 frozen: pair p50 <= 2 x healthy",
-                _find(rows, "redlock-frozen", "syncprims RedLock x5, 1 frozen", "pair p50"),
-                _find(rows, "redlock-frozen", "syncprims RedLock x5, 0 frozen", "pair p50"),
-                "<=", 2.0),
-        _target("RedLock x5, 2 of 5 frozen: pair p50 <= 2 x healthy",
-                _find(rows, "redlock-frozen", "syncprims RedLock x5, 2 frozen", "pair p50"),
-                _find(rows, "redlock-frozen", "syncprims RedLock x5, 0 frozen", "pair p50"),
-                "<=", 2.0),
-        {
-            "target": "rw, writer preference, readers back to back: writer wait max <= 50 ms",
-            **_bound(_find(rows, "rw", "ReadWriteLock, readers back to back, writer preference",
-                           "writer wait max"), 50.0),
-        },
-        _target("contended acquisitions/s >= 1.3 x python-redis-lock",
-                _find(rows, "contended", "syncprims", "acquisitions/s"),
-                _find(rows, "contended", "python-redis-lock", "acquisitions/s"), ">=", 1.3),
-        _target("contended FairLock acquisitions/s >= 1.0 x python-redis-lock",
-                _find(rows, "contended", "syncprims FairLock", "acquisitions/s"),
-                _find(rows, "contended", "python-redis-lock", "acquisitions/s"), ">=", 1.0),
-        {
-            "target": "contended: Jain fairness >= 0.9 (RLock)",
-            **_bound(_find(rows, "contended", "syncprims", "Jain fairness"), 0.9, ">="),
-        },
-        # Issue 28's (the shared connections).
-        _target("scale 256 tasks: pairs/s >= 3 x redis-py asyncio Lock",
-                _find(rows, "scale distinct 256", "syncprims", "pairs/s"),
-                _find(rows, "scale distinct 256", "redis-py", "pairs/s"), ">=", 3.0),
-        _target("scale 2,000 tasks: pairs/s >= 3 x redis-py asyncio Lock",
-                _find(rows, "scale distinct 2000", "syncprims", "pairs/s"),
-                _find(rows, "scale distinct 2000", "redis-py", "pairs/s"), ">=", 3.0),
-        _target("scale 256 tasks: pairs/s >= 2 x per-call pooled (before)",
-                _find(rows, "scale distinct 256", "syncprims", "pairs/s"),
-                _find(rows, "scale distinct 256", "syncprims-pooled", "pairs/s"), ">=", 2.0),
-        _target("scale 2,000 tasks: pairs/s >= 2 x per-call pooled (before)",
-                _find(rows, "scale distinct 2000", "syncprims", "pairs/s"),
-                _find(rows, "scale distinct 2000", "syncprims-pooled", "pairs/s"), ">=", 2.0),
-        _target("scale 1 task: pair p50 within 5 % of per-call pooled",
-                _find(rows, "scale distinct 1", "syncprims", "pair p50"),
-                _find(rows, "scale distinct 1", "syncprims-pooled", "pair p50"), "<=", 1.05),
-        _target("scale RedLock x5, 256 tasks: pairs/s >= 3 x per-call pooled (before)",
-                _find(rows, "scale redlock x5 256", "syncprims RedLock x5", "pairs/s"),
-                _find(rows, "scale redlock x5 256", "syncprims-pooled RedLock x5", "pairs/s"),
-                ">=", 3.0),
-    ]  # fmt: skip
+    out = [_target(rows, goal) for goal in _TARGETS]
     for layout in ("distinct", "hot"):
         for tasks in (2000, 10_000):
             failed = _find(rows, f"scale {layout} {tasks}", "syncprims", "failed calls")
