@@ -9,7 +9,15 @@ import time
 from typing import Any
 
 from syncprims.bench.peers import open_peer
-from syncprims.bench.scenarios import Progress, Row, Settings, key_for, present, quantile
+from syncprims.bench.scenarios import (
+    Progress,
+    Row,
+    Settings,
+    key_for,
+    per_peer,
+    present,
+    quantile,
+)
 
 __all__ = ["REDLOCK", "redlock", "redlock_frozen"]
 
@@ -49,24 +57,22 @@ def redlock(urls: list[str], settings: Settings, progress: Progress) -> list[Row
     """Scenario 5: RedLock on 5 masters vs 1, uncontended: acquire p50 and pairs/s."""
     if len(urls) < 5:
         raise ValueError("the redlock scenario needs 5 masters")
-    peers = present(REDLOCK, progress)
-    latency: dict[str, list[float]] = {p: [] for p in peers}
-    rate: dict[str, list[float]] = {p: [] for p in peers}
-    for repeat in range(settings.repeats):
-        for peer in peers:
-            session = open_peer(peer, urls)
-            lock = session.lock(key_for("red"))
-            p50, pairs = _latency_and_rate(lock, settings.seconds)
-            session.close()
-            latency[peer].append(p50)
-            rate[peer].append(pairs)
-            progress(
-                f"  redlock      run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                f"acquire p50 {p50:6.3f} ms  {pairs:>8,.0f} pairs/s"
-            )
-    rows = [Row("redlock", p, "acquire p50", "ms", tuple(v)) for p, v in latency.items()]
-    rows += [Row("redlock", p, "pairs/s", "1/s", tuple(v)) for p, v in rate.items()]
-    return rows
+
+    def measure(peer: str) -> tuple[float, float]:
+        session = open_peer(peer, urls)
+        p50_and_rate = _latency_and_rate(session.lock(key_for("red")), settings.seconds)
+        session.close()
+        return p50_and_rate
+
+    return per_peer(
+        "redlock",
+        present(REDLOCK, progress),
+        measure,
+        settings,
+        progress,
+        metrics=[("acquire p50", "ms"), ("pairs/s", "1/s")],
+        line="acquire p50 {0:6.3f} ms  {1:>8,.0f} pairs/s",
+    )
 
 
 # -- 8: RedLock with a frozen minority -------------------------------------------------------------

@@ -31,6 +31,7 @@ __all__ = [
     "contended",
     "handoff",
     "key_for",
+    "per_peer",
     "present",
     "quantile",
     "rw_writer_wait",
@@ -146,11 +147,39 @@ def _ended(processes: list[Any], grace: float) -> None:
                 p.join(5)
 
 
+def per_peer(
+    scenario: str,
+    peers: list[str],
+    measure: Callable[[str], tuple[float, ...]],
+    settings: Settings,
+    progress: Progress,
+    *,
+    metrics: list[tuple[str, str]],
+    line: str,
+) -> list[Row]:
+    """``measure(peer)`` for every peer in every repeat: one figure per ``(metric, unit)``,
+    each run shown by ``line`` (a format string of the figures). The rows, metric by metric."""
+    runs: dict[str, list[tuple[float, ...]]] = {p: [] for p in peers}
+    for repeat in range(settings.repeats):
+        for peer in peers:
+            figures = measure(peer)
+            runs[peer].append(figures)
+            progress(
+                f"  {scenario:<12} run {repeat + 1}/{settings.repeats}  {peer:<22} "
+                + line.format(*figures)
+            )
+    return [
+        Row(scenario, p, metric, unit, tuple(figures[i] for figures in runs[p]))
+        for i, (metric, unit) in enumerate(metrics)
+        for p in peers
+    ]
+
+
 # -- 1 and 7: uncontended pairs per second ----------------------------------------------------
 
 
 def _pairs_per_second(
-    acquire: Callable[[], None], release: Callable[[], None], seconds: float
+    acquire: Callable[[], object], release: Callable[[], object], seconds: float
 ) -> tuple[float, float]:
     """Pairs per second, and the process's CPU per pair in microseconds."""
     for _ in range(200):  # warm up: connections, script cache
@@ -213,25 +242,25 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
     and the process's CPU per pair (us; the client's own cost, beside the raw floor's)."""
     peers = ["syncprims", "syncprims (asyncio)"]
     peers += present([p for p in UNCONTENDED if p not in peers], progress)
-    runs: dict[str, list[float]] = {p: [] for p in peers}
-    cpus: dict[str, list[float]] = {p: [] for p in peers}
-    for repeat in range(settings.repeats):
-        for peer in peers:
-            if peer == "syncprims (asyncio)":
-                rate, cpu = _async_pairs_per_second(urls[0], settings.seconds)
-            else:
-                session = open_peer(peer, urls)
-                lock = session.lock(key_for("u"))
-                rate, cpu = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
-                session.close()
-            runs[peer].append(rate)
-            cpus[peer].append(cpu)
-            progress(
-                f"  uncontended  run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                f"{rate:>9,.0f} pairs/s  {cpu:6.1f} us CPU/pair"
-            )
-    rows = [Row("uncontended", p, "pairs/s", "1/s", tuple(v)) for p, v in runs.items()]
-    return rows + [Row("uncontended", p, "CPU per pair", "us", tuple(v)) for p, v in cpus.items()]
+
+    def measure(peer: str) -> tuple[float, float]:
+        if peer == "syncprims (asyncio)":
+            return _async_pairs_per_second(urls[0], settings.seconds)
+        session = open_peer(peer, urls)
+        lock = session.lock(key_for("u"))
+        rate_and_cpu = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
+        session.close()
+        return rate_and_cpu
+
+    return per_peer(
+        "uncontended",
+        peers,
+        measure,
+        settings,
+        progress,
+        metrics=[("pairs/s", "1/s"), ("CPU per pair", "us")],
+        line="{0:>9,.0f} pairs/s  {1:6.1f} us CPU/pair",
+    )
 
 
 # -- 2: handoff latency between two processes ----------------------------------------------------
@@ -307,22 +336,20 @@ def quantile(values: list[float], q: float) -> float:
 
 def handoff(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
     """Scenario 2: release start (one process) to acquire return (another), p50 and p99."""
-    peers = present(HANDOFF, progress)
-    p50: dict[str, list[float]] = {p: [] for p in peers}
-    p99: dict[str, list[float]] = {p: [] for p in peers}
-    for repeat in range(settings.repeats):
-        for peer in peers:
-            rounds = settings.polling_rounds if peer in POLLING else settings.rounds
-            a, b = _one_handoff_run(peer, urls, rounds)
-            p50[peer].append(a)
-            p99[peer].append(b)
-            progress(
-                f"  handoff      run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                f"p50 {a:8.3f} ms  p99 {b:8.3f} ms"
-            )
-    rows = [Row("handoff", p, "p50", "ms", tuple(v)) for p, v in p50.items()]
-    rows += [Row("handoff", p, "p99", "ms", tuple(v)) for p, v in p99.items()]
-    return rows
+
+    def measure(peer: str) -> tuple[float, float]:
+        rounds = settings.polling_rounds if peer in POLLING else settings.rounds
+        return _one_handoff_run(peer, urls, rounds)
+
+    return per_peer(
+        "handoff",
+        present(HANDOFF, progress),
+        measure,
+        settings,
+        progress,
+        metrics=[("p50", "ms"), ("p99", "ms")],
+        line="p50 {0:8.3f} ms  p99 {1:8.3f} ms",
+    )
 
 
 # -- 3: contended throughput ---------------------------------------------------------------------
