@@ -20,8 +20,10 @@ import importlib.util
 import itertools
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
+import attrs
 import redis
 
 from syncprims._protocol import scripts
@@ -32,29 +34,26 @@ __all__ = ["PEERS", "BenchLock", "Peer", "available", "open_peer"]
 class BenchLock(Protocol):
     """One lock of one peer, used by one thread."""
 
-    def acquire(self) -> None: ...
+    def acquire(self) -> object: ...
 
-    def release(self) -> None: ...
+    def release(self) -> object: ...
 
 
+@attrs.frozen
 class Session:
     """A peer's clients in one process; ``lock(name)`` makes a lock, ``close()`` ends it."""
 
-    def __init__(self, make: Callable[[str], BenchLock], close: Callable[[], None]) -> None:
-        self.lock = make
-        self.close = close
+    lock: Callable[[str], BenchLock]
+    close: Callable[[], None]
 
 
+@attrs.frozen
 class Peer:
     """A library (or a floor) to measure."""
 
-    def __init__(self, name: str, requires: str | None, masters: int = 1) -> None:
-        self.name = name
-        self.requires = requires
-        self.masters = masters
-
-    def __repr__(self) -> str:
-        return f"<Peer {self.name}>"
+    name: str
+    requires: str | None
+    masters: int = 1
 
 
 PEERS = {
@@ -83,26 +82,12 @@ def available(name: str) -> bool:
     return required is None or importlib.util.find_spec(required) is not None
 
 
-class _SyncprimsLock:
-    def __init__(self, lock: Any) -> None:
-        self._lock = lock
+@attrs.frozen
+class _Calls:
+    """A lock as two calls, for a library whose lock names them otherwise."""
 
-    def acquire(self) -> None:
-        self._lock.lock()
-
-    def release(self) -> None:
-        self._lock.unlock()
-
-
-class _RedisPyLock:
-    def __init__(self, client: redis.Redis, name: str) -> None:
-        self._lock = client.lock(name, timeout=30)
-
-    def acquire(self) -> None:
-        self._lock.acquire()
-
-    def release(self) -> None:
-        self._lock.release()
+    acquire: Callable[[], object]
+    release: Callable[[], object]
 
 
 class _PythonRedisLock:
@@ -121,17 +106,11 @@ class _PythonRedisLock:
         self._lock.release()
 
 
-class _Pottery:
-    def __init__(self, masters: list[redis.Redis], name: str) -> None:
-        from pottery import Redlock
+def _pottery(masters: list[redis.Redis], name: str) -> BenchLock:
+    from pottery import Redlock
 
-        self._lock = Redlock(key=name, masters=set(masters), auto_release_time=30)
-
-    def acquire(self) -> None:
-        self._lock.acquire()
-
-    def release(self) -> None:
-        self._lock.release()
+    lock: BenchLock = Redlock(key=name, masters=set(masters), auto_release_time=30)
+    return lock
 
 
 class _Latches:
@@ -204,29 +183,8 @@ class _RawFanOut:
         )  # fmt: skip
 
 
-class _PingFloor:
-    def __init__(self, client: redis.Redis) -> None:
-        self._client = client
-
-    def acquire(self) -> None:
-        self._client.ping()
-
-    def release(self) -> None:
-        self._client.ping()
-
-
-class _BlpopFloor:
-    """A one-token list: acquire = BLPOP, release = LPUSH."""
-
-    def __init__(self, client: redis.Redis, name: str) -> None:
-        self._client = client
-        self._name = name
-
-    def acquire(self) -> None:
-        self._client.blpop([self._name], 30)
-
-    def release(self) -> None:
-        self._client.lpush(self._name, 1)
+def _syncprims(lock: Any) -> BenchLock:
+    return _Calls(lock.lock, lock.unlock)
 
 
 def open_peer(name: str, urls: list[str]) -> Session:
@@ -241,7 +199,7 @@ def open_peer(name: str, urls: list[str]) -> Session:
         import syncprims
 
         masters = syncprims.connect_many(urls[: peer.masters])
-        return Session(lambda n: _SyncprimsLock(masters.get_red_lock(n)), masters.shutdown)
+        return Session(lambda n: _syncprims(masters.get_red_lock(n)), masters.shutdown)
     if name.startswith("syncprims"):
         import syncprims
 
@@ -251,7 +209,7 @@ def open_peer(name: str, urls: list[str]) -> Session:
             "syncprims FairLock": client.get_fair_lock,
         }
         get = getters[name]
-        return Session(lambda n: _SyncprimsLock(get(n)), client.shutdown)
+        return Session(lambda n: _syncprims(get(n)), client.shutdown)
     raws = [redis.Redis.from_url(u) for u in urls[: peer.masters]]
     if len(raws) < peer.masters:
         raise ValueError(f"{name} needs {peer.masters} Redis masters, got {len(raws)}")
@@ -262,14 +220,14 @@ def open_peer(name: str, urls: list[str]) -> Session:
 
     first = raws[0]
     makers: dict[str, Callable[[str], BenchLock]] = {
-        "redis-py Lock": lambda n: _RedisPyLock(first, n),
+        "redis-py Lock": lambda n: first.lock(n, timeout=30),
         "python-redis-lock": lambda n: _PythonRedisLock(first, n),
-        "pottery Redlock": lambda n: _Pottery(raws, n),
-        "pottery Redlock x5": lambda n: _Pottery(raws, n),
+        "pottery Redlock": lambda n: _pottery(raws, n),
+        "pottery Redlock x5": lambda n: _pottery(raws, n),
         "raw EVALSHA floor": lambda n: _RawFloor(first, n),
         "raw EVALSHA fan-out x1": lambda n: _RawFanOut(raws[:1], n),
         "raw EVALSHA fan-out x5": lambda n: _RawFanOut(raws, n),
-        "PING floor": lambda n: _PingFloor(first),
-        "BLPOP floor": lambda n: _BlpopFloor(first, n),
+        "PING floor": lambda n: _Calls(first.ping, first.ping),
+        "BLPOP floor": lambda n: _Calls(partial(first.blpop, [n], 30), partial(first.lpush, n, 1)),
     }
     return Session(makers[name], close)
