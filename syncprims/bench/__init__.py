@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import attrs
 
@@ -47,6 +47,8 @@ from syncprims.bench.scenarios import (
 )
 
 __all__ = ["SCENARIOS", "main", "run"]
+
+_Panel = TypeVar("_Panel")
 
 
 def scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
@@ -251,20 +253,38 @@ def charts(rows: list[Row], out_dir: Path) -> list[Path]:
     return written
 
 
-def _pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend, or ``None`` when matplotlib is missing."""
+def _draw(
+    path: Path,
+    panels: list[_Panel],
+    draw: Callable[[Any, _Panel], None],
+    size: tuple[float, float],
+    dpi: int = 100,
+) -> bool:
+    """Draw ``draw(axes, panel)`` for every panel, one under the other, into a PNG (``size``:
+    inches per panel) on matplotlib's Agg backend; ``False`` without matplotlib or panels."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return None
-    return plt
+        return False
+    if not panels:
+        return False
+    width, height = size
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width, height * len(panels)), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        draw(ax, panel)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return True
 
 
-def _bars(ax: Any, chosen: list[Row]) -> None:
-    """One bar per peer: the median, the runs' spread as error bars, syncprims in blue."""
+def _bars(ax: Any, rows: list[Row], scenario: str, metric: str) -> list[Row]:
+    """One bar per peer of the rows of ``scenario`` and ``metric``: the median, the runs'
+    spread as error bars, syncprims in blue, the first on top. Returns those rows."""
+    chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
     names = [r.peer for r in chosen]
     medians = [r.median for r in chosen]
     errors = [
@@ -273,13 +293,12 @@ def _bars(ax: Any, chosen: list[Row]) -> None:
     ]
     colors = ["tab:blue" if n.startswith("syncprims") else "tab:gray" for n in names]
     ax.barh(names, medians, xerr=errors, color=colors)
+    ax.invert_yaxis()
+    return chosen
 
 
 def _scale_chart(rows: list[Row], path: Path) -> bool:
     """Pairs/s, p99 and connections over the number of tasks, a line per peer."""
-    plt = _pyplot()
-    if plt is None:
-        return False
     points: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
     for row in rows:
         parts = row.scenario.split(" ")
@@ -293,10 +312,9 @@ def _scale_chart(rows: list[Row], path: Path) -> bool:
         for metric in ("pairs/s", "pair p99", "connections")
         if any(k[:2] == (layout, metric) for k in points)
     ]
-    if not panels:
-        return False
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), squeeze=False)
-    for ax, (layout, metric) in zip(axes[:, 0], panels, strict=True):
+
+    def draw(ax: Any, panel: tuple[str, str]) -> None:
+        layout, metric = panel
         for (lay, met, peer), series in sorted(points.items()):
             if (lay, met) != (layout, metric):
                 continue
@@ -307,40 +325,26 @@ def _scale_chart(rows: list[Row], path: Path) -> bool:
             ax.set_yscale("log")
         ax.set_title(f"scale, {layout} names: {metric} by tasks", fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+
+    return _draw(path, panels, draw, (8, 2.6))
 
 
 def _scenario_chart(rows: list[Row], path: Path) -> bool:
-    plt = _pyplot()
-    if plt is None:
-        return False
     panels: list[tuple[str, str]] = []
     for row in rows:
         if (row.scenario, row.metric) not in panels:
             panels.append((row.scenario, row.metric))
-    if not panels:
-        return False
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.4 * len(panels)), squeeze=False)
-    for ax, (scenario, metric) in zip(axes[:, 0], panels, strict=True):
-        chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
-        _bars(ax, chosen)
-        unit = chosen[0].unit if chosen else ""
+
+    def draw(ax: Any, panel: tuple[str, str]) -> None:
+        scenario, metric = panel
+        unit = _bars(ax, rows, scenario, metric)[0].unit
         ax.set_title(f"{scenario}: {metric} ({unit})", fontsize=9)
-        ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+
+    return _draw(path, panels, draw, (9, 2.4))
 
 
 def chart(rows: list[Row], path: Path) -> bool:
     """Draw the main figures into a PNG; ``False`` when matplotlib is missing."""
-    plt = _pyplot()
-    if plt is None:
-        return False
     panels = [
         ("uncontended", "pairs/s", "uncontended acquire+release pairs/s (higher is better)"),
         ("handoff", "p50", "handoff p50, ms (lower is better)"),
@@ -348,20 +352,15 @@ def chart(rows: list[Row], path: Path) -> bool:
         ("contended", "handoffs/s", "contended: handoffs between workers/s (higher is better)"),
     ]
     panels = [p for p in panels if any((r.scenario, r.metric) == p[:2] for r in rows)]
-    if not panels:
-        return False
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
-    for ax, (scenario, metric, title) in zip(axes[:, 0], panels, strict=True):
-        chosen = [r for r in rows if (r.scenario, r.metric) == (scenario, metric)]
-        _bars(ax, chosen)
+
+    def draw(ax: Any, panel: tuple[str, str, str]) -> None:
+        scenario, metric, title = panel
+        _bars(ax, rows, scenario, metric)
         if metric in ("p50", "p99"):
             ax.set_xscale("log")
         ax.set_title(title, fontsize=10)
-        ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+
+    return _draw(path, panels, draw, (9, 3.2), dpi=110)
 
 
 def _verdict(holds: bool | None) -> str:
