@@ -33,6 +33,10 @@ REDLOCK = [
     "pottery Redlock",
     "pottery Redlock x5",
 ]
+REDLOCK_FIGURES = [
+    ("acquire p50", "ms", "acquire p50 {:6.3f} ms"),
+    ("pairs/s", "1/s", "{:>8,.0f} pairs/s"),
+]
 
 
 def _latency_and_rate(lock: Any, seconds: float) -> tuple[float, float]:
@@ -65,13 +69,7 @@ def redlock(urls: list[str], settings: Settings, progress: Progress) -> list[Row
         return p50_and_rate
 
     return per_peer(
-        "redlock",
-        present(REDLOCK, progress),
-        measure,
-        settings,
-        progress,
-        metrics=[("acquire p50", "ms"), ("pairs/s", "1/s")],
-        line="acquire p50 {0:6.3f} ms  {1:>8,.0f} pairs/s",
+        "redlock", present(REDLOCK, progress), measure, settings, progress, figures=REDLOCK_FIGURES
     )
 
 

@@ -25,6 +25,7 @@ from syncprims.bench.peers import available, open_peer
 
 __all__ = [
     "RUN_TIMES",
+    "Figure",
     "Progress",
     "Row",
     "Settings",
@@ -40,6 +41,10 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
+
+Figure = tuple[str, str, str]
+"""What a scenario reports of each run: (metric, unit, how a progress line shows the value:
+a :meth:`str.format` string)."""
 
 RUN_TIMES = "--quick about 1 minute, the full run about 20 minutes, on a quiet 2-core machine"
 """How long every scenario takes, measured on a 2-core VM: ``--quick`` 69-72 s at a load
@@ -154,23 +159,20 @@ def per_peer(
     settings: Settings,
     progress: Progress,
     *,
-    metrics: list[tuple[str, str]],
-    line: str,
+    figures: list[Figure],
 ) -> list[Row]:
-    """``measure(peer)`` for every peer in every repeat: one figure per ``(metric, unit)``,
-    each run shown by ``line`` (a format string of the figures). The rows, metric by metric."""
+    """``measure(peer)`` for every peer in every repeat, one value per figure; the rows,
+    figure by figure."""
     runs: dict[str, list[tuple[float, ...]]] = {p: [] for p in peers}
     for repeat in range(settings.repeats):
         for peer in peers:
-            figures = measure(peer)
-            runs[peer].append(figures)
-            progress(
-                f"  {scenario:<12} run {repeat + 1}/{settings.repeats}  {peer:<22} "
-                + line.format(*figures)
-            )
+            values = measure(peer)
+            runs[peer].append(values)
+            shown = "  ".join(f[2].format(v) for f, v in zip(figures, values, strict=True))
+            progress(f"  {scenario:<12} run {repeat + 1}/{settings.repeats}  {peer:<22} {shown}")
     return [
-        Row(scenario, p, metric, unit, tuple(figures[i] for figures in runs[p]))
-        for i, (metric, unit) in enumerate(metrics)
+        Row(scenario, p, metric, unit, tuple(values[i] for values in runs[p]))
+        for i, (metric, unit, _) in enumerate(figures)
         for p in peers
     ]
 
@@ -235,6 +237,10 @@ UNCONTENDED = [
     "python-redis-lock",
     "pottery Redlock",
 ]
+UNCONTENDED_FIGURES = [
+    ("pairs/s", "1/s", "{:>9,.0f} pairs/s"),
+    ("CPU per pair", "us", "{:6.1f} us CPU/pair"),
+]
 
 
 def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
@@ -252,15 +258,7 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
         session.close()
         return rate_and_cpu
 
-    return per_peer(
-        "uncontended",
-        peers,
-        measure,
-        settings,
-        progress,
-        metrics=[("pairs/s", "1/s"), ("CPU per pair", "us")],
-        line="{0:>9,.0f} pairs/s  {1:6.1f} us CPU/pair",
-    )
+    return per_peer("uncontended", peers, measure, settings, progress, figures=UNCONTENDED_FIGURES)
 
 
 # -- 2: handoff latency between two processes ----------------------------------------------------
@@ -275,6 +273,7 @@ HANDOFF = [
     "redis-py Lock",
     "pottery Redlock",
 ]
+HANDOFF_FIGURES = [("p50", "ms", "p50 {:8.3f} ms"), ("p99", "ms", "p99 {:8.3f} ms")]
 
 
 def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any) -> None:
@@ -342,13 +341,7 @@ def handoff(urls: list[str], settings: Settings, progress: Progress) -> list[Row
         return _one_handoff_run(peer, urls, rounds)
 
     return per_peer(
-        "handoff",
-        present(HANDOFF, progress),
-        measure,
-        settings,
-        progress,
-        metrics=[("p50", "ms"), ("p99", "ms")],
-        line="p50 {0:8.3f} ms  p99 {1:8.3f} ms",
+        "handoff", present(HANDOFF, progress), measure, settings, progress, figures=HANDOFF_FIGURES
     )
 
 
