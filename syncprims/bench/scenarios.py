@@ -47,10 +47,8 @@ Figure = tuple[str, str, str]
 a :meth:`str.format` string)."""
 
 RUN_TIMES = "--quick about 1 minute, the full run about 20 minutes, on a quiet 2-core machine"
-"""How long every scenario takes, measured on a 2-core VM: ``--quick`` 69-72 s at a load
-of 3-4 (428 s before its cuts and the fork server); the full run 1,366 s on 2026-11-25, with
-spawned workers (at a load of 13-21 it ran past 50 minutes, most of them in the scale
-scenario's 10,000 tasks)."""
+"""On a 2-core VM: ``--quick`` 69-72 s at a load of 3-4, the full run 1,366 s (at a load of
+13-21 past 50 minutes, most of them in the scale scenario's 10,000 tasks)."""
 
 
 @attrs.frozen
@@ -549,8 +547,6 @@ def _thread_cpu(thread: threading.Thread | None) -> float:
 
 
 def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
-    import redis
-
     import syncprims
 
     exit_with_parent()
@@ -585,7 +581,6 @@ def _watchdog_child(url: str, settings: Settings, out: Any) -> None:
             "round_trips": trips,
             "services_cpu_percent": 100 * thread_cpu / wall,
             "process_cpu_percent": 100 * cpu / wall,
-            "seconds": wall,
         }
     )
     client.shutdown()
