@@ -8,12 +8,13 @@ gives the median and the spread (min..max) of the runs. Nothing here asserts a s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -175,6 +176,25 @@ def per_peer(
     ]
 
 
+@contextlib.contextmanager
+def _workers(
+    processes: list[Any], grace: float, ready: Any = None, what: str = ""
+) -> Iterator[None]:
+    """Start the ``processes`` (with ``ready``, a semaphore, wait up to 60 s for each to
+    release it) for the body; then :func:`_ended` with ``grace`` seconds, none if it failed."""
+    try:
+        for p in processes:
+            p.start()
+        for _ in processes if ready is not None else ():
+            if not ready.acquire(timeout=60):
+                raise RuntimeError(f"{what} did not start")
+        yield
+    except BaseException:
+        _ended(processes, 0)
+        raise
+    _ended(processes, grace)
+
+
 # -- 1 and 7: uncontended pairs per second ----------------------------------------------------
 
 
@@ -300,8 +320,7 @@ def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, fl
     token = peer == "BLPOP floor"
     here, there = ctx.Pipe()
     waiter = ctx.Process(target=_handoff_waiter, args=(peer, urls, key, rounds, there), daemon=True)
-    waiter.start()
-    try:
+    with contextlib.closing(session), _workers([waiter], 10):
         if not here.poll(60):
             raise RuntimeError(f"{peer}: the waiter process did not start")
         here.recv()
@@ -317,12 +336,6 @@ def _one_handoff_run(peer: str, urls: list[str], rounds: int) -> tuple[float, fl
                 raise RuntimeError(f"{peer}: a handoff took more than 30 s")
             here.recv()
         acquired = here.recv()
-    except BaseException:
-        _ended([waiter], 0)
-        raise
-    finally:
-        _ended([waiter], 10)
-        session.close()
     latencies = sorted((a - r) / 1e6 for a, r in zip(acquired, released, strict=True))
     return quantile(latencies, 0.5), quantile(latencies, 0.99)
 
@@ -450,20 +463,11 @@ def _one_contended_run(
         )
         for w in range(processes)
     ]
-    try:
-        for p in workers:
-            p.start()
-        for _ in workers:
-            if not ready.acquire(timeout=60):
-                raise RuntimeError(f"{peer}: a worker process did not start")
+    with _workers(workers, 10, ready, f"{peer}: a worker process"):
         before = _commandstats(urls[0])
         start.set()
         batches = [out.get(timeout=seconds + 60) for _ in workers]
         after = _commandstats(urls[0])
-    except BaseException:
-        _ended(workers, 0)
-        raise
-    _ended(workers, 10)
     holds = [Hold(*h) for batch in batches for h in batch]
     overlaps, handoffs = analyse(holds)
     with redis.Redis.from_url(urls[0]) as r:
@@ -595,13 +599,8 @@ def watchdog_scale(urls: list[str], settings: Settings, progress: Progress) -> l
         f"  watchdog     {settings.watchdog_locks:,} locks held for "
         f"{settings.watchdog_seconds:g} s (watchdog timeout {settings.watchdog_timeout:g} s)"
     )
-    try:
-        child.start()
+    with _workers([child], 30):
         result = out.get(timeout=settings.watchdog_seconds + 300)
-    except BaseException:
-        _ended([child], 0)
-        raise
-    _ended([child], 30)
     per_trip = result["renewals"] / result["round_trips"] if result["round_trips"] else 0.0
     progress(
         f"  watchdog     renewals {result['renewals']:,} in {result['round_trips']:,} round trips "
@@ -683,26 +682,19 @@ def _one_rw_run(
     ]
     waits: list[float] = []
     timeouts = 0
-    try:
-        for p in readers:
-            p.start()
-        for _ in readers:
-            if not ready.acquire(timeout=60):
-                raise RuntimeError("a reader process did not start")
-        with syncprims.connect(url) as client:
-            write = client.get_read_write_lock(key, writer_preference=preference).write_lock()
-            time.sleep(0.3)  # the readers are cycling
-            for _ in range(writes):
-                begin = time.monotonic()
-                if write.try_lock(wait_time=cap):
-                    waits.append((time.monotonic() - begin) * 1000)
-                    write.unlock()
-                else:
-                    waits.append(cap * 1000)
-                    timeouts += 1
-                time.sleep(0.02)
-    finally:
-        _ended(readers, 0)  # stop the readers now: the measurement is done
+    # The readers are stopped as soon as the writes are measured.
+    with _workers(readers, 0, ready, "a reader process"), syncprims.connect(url) as client:
+        write = client.get_read_write_lock(key, writer_preference=preference).write_lock()
+        time.sleep(0.3)  # the readers are cycling
+        for _ in range(writes):
+            begin = time.monotonic()
+            if write.try_lock(wait_time=cap):
+                waits.append((time.monotonic() - begin) * 1000)
+                write.unlock()
+            else:
+                waits.append(cap * 1000)
+                timeouts += 1
+            time.sleep(0.02)
     return waits, timeouts
 
 
