@@ -74,10 +74,8 @@ def analyse(holds: list[Hold]) -> tuple[int, list[float]]:
         active.append(current)
     handoffs: list[float] = []
     for previous, current in itertools.pairwise(ordered):
-        if current.acquired_ns >= previous.released_ns and (current.worker, current.thread) != (
-            previous.worker,
-            previous.thread,
-        ):
+        other = (current.worker, current.thread) != (previous.worker, previous.thread)
+        if other and current.acquired_ns >= previous.released_ns:
             handoffs.append((current.acquired_ns - previous.released_ns) / 1e6)
     handoffs.sort()
     return overlaps, handoffs
@@ -91,7 +89,7 @@ def reader_concurrency(holds: list[Hold], mode: str = "r") -> tuple[float, int] 
             events += [(h.acquired_ns, 1), (h.released_ns, -1)]
     if not events:
         return None
-    events.sort(key=lambda e: (e[0], e[1]))
+    events.sort()
     inside = peak = 0
     busy = weighted = 0
     last = events[0][0]

@@ -170,8 +170,7 @@ async def _red_lock(urls: list[str], shared: int, tasks: int, seconds: float) ->
 
 
 def scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenario 9 (see the module docstring); with 5 servers also a RedLock on all five
-    under 256 tasks, on the shared connections and per-call pooled ones (before)."""
+    """Scenario 9: see the module docstring."""
     sizes = (1, 256) if settings.quick else (1, 16, 256, 2000, 10_000)
     seconds = 1.0 if settings.quick else 5.0
     peers = ("syncprims", "syncprims-pooled", "redis-py", "script-pair")

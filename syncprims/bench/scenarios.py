@@ -495,11 +495,7 @@ def contended(urls: list[str], settings: Settings, progress: Progress) -> list[R
     with a GET/SET counter as the critical section: acquisitions/s, handoffs between
     workers per second, Jain's fairness over the 8 workers, lost counter updates (must be
     0), and for syncprims the EVALSHA calls per acquisition (``INFO commandstats``: a
-    failed acquire attempt is one more).
-
-    A handoff is the lock passing to a *different* worker; re-acquisitions by the releaser
-    are counted in acquisitions/s only. The BLPOP floor is a one-token list (the least a
-    handoff through Redis can cost).
+    failed acquire attempt is one more). Handoff and the floors: docs/benchmarks.md's names.
     """
     peers = present(CONTENDED, progress)
     runs: dict[str, list[_ContendedRun]] = {p: [] for p in peers}
