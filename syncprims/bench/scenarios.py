@@ -516,17 +516,12 @@ def contended(urls: list[str], settings: Settings, progress: Progress) -> list[R
             )
     rows: list[Row] = []
     for p, done in runs.items():
+        overlaps = tuple(r.overlaps + r.lost_updates for r in done)
         rows += [
             Row("contended", p, "acquisitions/s", "1/s", tuple(r.acquisitions_per_s for r in done)),
             Row("contended", p, "handoffs/s", "1/s", tuple(r.handoffs_per_s for r in done)),
             Row("contended", p, "Jain fairness", "ratio", tuple(r.fairness for r in done)),
-            Row(
-                "contended",
-                p,
-                "overlaps",
-                "count",
-                tuple(r.overlaps + r.lost_updates for r in done),
-            ),
+            Row("contended", p, "overlaps", "count", overlaps),
         ]
         calls = [r.evalsha_per_acquisition for r in done if r.evalsha_per_acquisition is not None]
         if calls:
@@ -603,18 +598,16 @@ def watchdog_scale(urls: list[str], settings: Settings, progress: Progress) -> l
         f"({per_trip:.1f} per trip), services thread CPU {result['services_cpu_percent']:.2f}% "
         f"of a core, alive {result['alive']:,}/{result['locks']:,}, lost {result['lost']}"
     )
-    rows = [
-        Row("watchdog", "syncprims", "locks held", "count", (float(result["locks"]),)),
-        Row("watchdog", "syncprims", "still held at the end", "count", (float(result["alive"]),)),
-        Row("watchdog", "syncprims", "leases lost", "count", (float(result["lost"]),)),
-        Row("watchdog", "syncprims", "renewals", "count", (float(result["renewals"]),)),
-        Row("watchdog", "syncprims", "renewals per round trip", "ratio", (per_trip,)),
-        Row("watchdog", "syncprims", "services thread CPU", "% of a core",
-            (result["services_cpu_percent"],)),
-        Row("watchdog", "syncprims", "process CPU", "% of a core",
-            (result["process_cpu_percent"],)),
-    ]  # fmt: skip
-    return rows
+    figures = [
+        ("locks held", "count", result["locks"]),
+        ("still held at the end", "count", result["alive"]),
+        ("leases lost", "count", result["lost"]),
+        ("renewals", "count", result["renewals"]),
+        ("renewals per round trip", "ratio", per_trip),
+        ("services thread CPU", "% of a core", result["services_cpu_percent"]),
+        ("process CPU", "% of a core", result["process_cpu_percent"]),
+    ]
+    return [Row("watchdog", "syncprims", metric, unit, (float(v),)) for metric, unit, v in figures]
 
 
 # -- 4: read-write lock: readers in parallel, how long a writer waits -----------------------------
