@@ -204,7 +204,7 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    """A Markdown table of every row, with ratios to syncprims where they make sense."""
+    """A Markdown table of every row."""
     lines = ["| scenario | peer | metric | median | min..max | runs |", "|---|---|---|---|---|---|"]
     for row in rows:
         lo, hi = row.spread

@@ -4,7 +4,7 @@ A :class:`Peer` is named by a string so that worker processes (spawned) can buil
 clients. Each peer's lock is used the way its documentation suggests, with a 30 s expiry:
 
 * ``syncprims``: ``RLock.lock()`` / ``unlock()`` (watchdog lease), pub/sub wake-ups;
-  ``syncprims FairLock``: the same calls on a ``FairLock`` (scenario 4);
+  ``syncprims FairLock``: the same calls on a ``FairLock`` (scenarios 1-3);
   ``syncprims RedLock`` (x5): a ``RedLock`` over 1 (5) masters from ``connect_many``;
 * ``redis-py Lock``: ``Redis.lock(name, timeout=30)``, default ``sleep=0.1`` polling;
 * ``python-redis-lock``: ``redis_lock.Lock(conn, name, expire=30)``, BLPOP wake-ups;

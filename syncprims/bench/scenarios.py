@@ -688,14 +688,9 @@ def _one_rw_run(
 
 
 def rw_writer_wait(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
-    """Scenario 4: 8 readers cycling (1 ms holds); how long a writer waits for the lock.
-
-    By default the read-write lock has no writer preference (as in Redisson): a writer gets
-    in only at a moment when no reader holds the lock. Readers that hold back to back (no
-    pause) can starve it; each write waits at most ``cap`` seconds and counts as timed out
-    then. With ``writer_preference=True`` (readers and writer) a waiting writer holds back
-    new readers.
-    """
+    """Scenario 4: 8 readers cycling (1 ms holds); how long a writer waits for the lock, with
+    and without writer preference (docs/rw-lock.md: readers back to back can starve a writer).
+    Each write waits at most ``cap`` seconds and counts as starved then."""
     writes, cap = (3, 1.0) if settings.quick else (20, 5.0)
     rows: list[Row] = []
     for think, preference in ((0.0, False), (0.002, False), (0.0, True)):
