@@ -113,65 +113,74 @@ def _pottery(masters: list[redis.Redis], name: str) -> BenchLock:
     return lock
 
 
-class _Floor:
-    """The floors' script arguments: Redisson's acquire on one name, and its unlock with a new
-    latch key per release, as every real unlock needs (the unlock script answers a latch's
-    stored reply instead of releasing: a reused key would make releases no-ops). A latch
-    lives Redisson's ``(timeout + retryDelay) * retryAttempts`` = 13.5 s and is never deleted
-    (the least a correct unlock costs)."""
+class _Latches:
+    """Unlock latch keys for the floors: a new one per release, as every real unlock needs.
+    The unlock script answers a latch's stored reply instead of releasing, so the one fixed
+    key the floors had made most of their releases no-ops and their acquires reentrant: less
+    work on the server than any lock does. Redisson's latch lifetime,
+    ``(timeout + retryDelay) * retryAttempts`` = 13.5 s; never deleted afterwards (the least
+    a correct unlock costs)."""
 
     TTL_MS = 13_500
 
     def __init__(self, name: str) -> None:
-        self._name = name
-        self._acquire_args = (1, name, 30_000, "floor:1")
-        self._latch = f"redisson_unlock_latch:{{{name}}}:{os.urandom(8).hex()}:"
+        self._prefix = f"redisson_unlock_latch:{{{name}}}:{os.urandom(8).hex()}:"
         self._ids = itertools.count()
 
-    def _release_args(self) -> tuple[Any, ...]:
-        keys = (self._name, "floor-channel", f"{self._latch}{next(self._ids)}")
-        return (3, *keys, "0", 30_000, "floor:1", "PUBLISH", self.TTL_MS)
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._ids)}"
 
 
-class _RawFloor(_Floor):
-    """Two EVALSHA round trips with redis-py's client: the raw cost of acquire + release."""
+class _RawFloor:
+    """Two EVALSHA round trips with redis-py's client: the raw cost of acquire + release
+    (Redisson's scripts; a new unlock latch per release)."""
 
     def __init__(self, client: redis.Redis, name: str) -> None:
-        super().__init__(name)
         self._client = client
+        self._name = name
         self._acquire = client.script_load(scripts.LOCK_ACQUIRE.source)
         self._release = client.script_load(scripts.LOCK_UNLOCK.source)
+        self._latches = _Latches(name)
 
     def acquire(self) -> None:
-        self._client.evalsha(self._acquire, *self._acquire_args)
+        self._client.evalsha(self._acquire, 1, self._name, 30_000, "floor:1")
 
     def release(self) -> None:
-        self._client.evalsha(self._release, *self._release_args())
+        self._client.evalsha(
+            self._release, 3, self._name, "floor-channel", self._latches.next(),
+            "0", 30_000, "floor:1", "PUBLISH", _Latches.TTL_MS,
+        )  # fmt: skip
 
 
-class _RawFanOut(_Floor):
+class _RawFanOut:
     """RedLock's floor: the same two scripts on N masters from one thread, each step written
     to every master before any reply is read (redis-py connections, hiredis parser)."""
 
     def __init__(self, masters: list[redis.Redis], name: str) -> None:
-        super().__init__(name)
         self._conns: list[Any] = [m.connection_pool.get_connection() for m in masters]
+        self._name = name
         for master in masters:
             master.script_load(scripts.LOCK_ACQUIRE.source)
             master.script_load(scripts.LOCK_UNLOCK.source)
-        self._acquire = ("EVALSHA", scripts.LOCK_ACQUIRE.sha, *self._acquire_args)
+        self._acquire = ("EVALSHA", scripts.LOCK_ACQUIRE.sha, 1, name, 30_000, "floor:1")
+        self._latches = _Latches(name)
 
-    def _all(self, *command: Any) -> None:
+    def _all(self, command: tuple[Any, ...]) -> None:
         for conn in self._conns:
             conn.send_command(*command)
         for conn in self._conns:
             conn.read_response()
 
     def acquire(self) -> None:
-        self._all(*self._acquire)
+        self._all(self._acquire)
 
     def release(self) -> None:
-        self._all("EVALSHA", scripts.LOCK_UNLOCK.sha, *self._release_args())
+        self._all(
+            (
+                "EVALSHA", scripts.LOCK_UNLOCK.sha, 3, self._name, "floor-channel",
+                self._latches.next(), "0", 30_000, "floor:1", "PUBLISH", _Latches.TTL_MS,
+            )
+        )  # fmt: skip
 
 
 def _syncprims(lock: Any) -> BenchLock:
