@@ -114,12 +114,10 @@ def _pottery(masters: list[redis.Redis], name: str) -> BenchLock:
 
 
 class _Latches:
-    """Unlock latch keys for the floors: a new one per release, as every real unlock needs.
-    The unlock script answers a latch's stored reply instead of releasing, so the one fixed
-    key the floors had made most of their releases no-ops and their acquires reentrant: less
-    work on the server than any lock does. Redisson's latch lifetime,
-    ``(timeout + retryDelay) * retryAttempts`` = 13.5 s; never deleted afterwards (the least
-    a correct unlock costs)."""
+    """Unlock latch keys for the floors: a new one per release, as every real unlock needs
+    (the unlock script answers a latch's stored reply instead of releasing, so a reused key
+    would make releases no-ops). Redisson's latch lifetime, ``(timeout + retryDelay) *
+    retryAttempts`` = 13.5 s; never deleted afterwards (the least a correct unlock costs)."""
 
     TTL_MS = 13_500
 
