@@ -27,6 +27,7 @@ import time
 import uuid
 from typing import Any
 
+import attrs
 import redis
 import redis.asyncio
 
@@ -217,9 +218,6 @@ def _merged(rows: list[Row]) -> list[Row]:
     merged: dict[tuple[str, str, str], Row] = {}
     for row in rows:
         key = (row.scenario, row.peer, row.metric)
-        if key in merged:
-            old = merged[key]
-            merged[key] = Row(old.scenario, old.peer, old.metric, old.unit, old.runs + row.runs)
-        else:
-            merged[key] = row
+        old = merged.get(key)
+        merged[key] = row if old is None else attrs.evolve(old, runs=old.runs + row.runs)
     return list(merged.values())

@@ -8,6 +8,7 @@ gives the median and the spread (min..max) of the runs. Nothing here asserts a s
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import multiprocessing
 import statistics
@@ -473,9 +474,7 @@ def _one_contended_run(
     with redis.Redis.from_url(urls[0]) as r:
         counted = int(r.get(f"{key}:counter") or 0)
         r.delete(key, f"{key}:counter")
-    per_thread: dict[tuple[int, int], int] = {}
-    for h in holds:
-        per_thread[(h.worker, h.thread)] = per_thread.get((h.worker, h.thread), 0) + 1
+    per_thread = collections.Counter((h.worker, h.thread) for h in holds)
     counts = list(per_thread.values()) + [0] * (processes * threads - len(per_thread))
     evalsha = None
     if peer.startswith("syncprims") and holds:
