@@ -193,21 +193,18 @@ def open_peer(name: str, urls: list[str]) -> Session:
         ImportError: the peer's library is not installed.
     """
     peer = PEERS[name]
-    if name.startswith("syncprims RedLock"):
-        import syncprims
-
-        masters = syncprims.connect_many(urls[: peer.masters])
-        return Session(lambda n: _syncprims(masters.get_red_lock(n)), masters.shutdown)
     if name.startswith("syncprims"):
         import syncprims
 
-        client = syncprims.connect(urls[0])
-        getters: dict[str, Callable[[str], Any]] = {
-            "syncprims": client.get_lock,
-            "syncprims FairLock": client.get_fair_lock,
-        }
-        get = getters[name]
-        return Session(lambda n: _syncprims(get(n)), client.shutdown)
+        get: Callable[[str], Any]
+        if name.startswith("syncprims RedLock"):
+            masters = syncprims.connect_many(urls[: peer.masters])
+            get, end = masters.get_red_lock, masters.shutdown
+        else:
+            client = syncprims.connect(urls[0])
+            get = client.get_fair_lock if name == "syncprims FairLock" else client.get_lock
+            end = client.shutdown
+        return Session(lambda n: _syncprims(get(n)), end)
     raws = [redis.Redis.from_url(u) for u in urls[: peer.masters]]
     if len(raws) < peer.masters:
         raise ValueError(f"{name} needs {peer.masters} Redis masters, got {len(raws)}")
