@@ -402,7 +402,6 @@ class FakeServer(_Loopback):
         import fakeredis
 
         self._server = fakeredis.TcpFakeServer(("127.0.0.1", 0), server_type="redis")
-        self._server.RequestHandlerClass = _error_tolerant_handler()
         # Connection handlers must not keep the process alive or block server_close().
         self._server.daemon_threads = True
         self._server.block_on_close = False
@@ -422,33 +421,6 @@ class FakeServer(_Loopback):
         """Stop serving and close the socket."""
         self._server.shutdown()
         self._server.server_close()
-
-
-def _error_tolerant_handler() -> type:
-    """fakeredis' TCP handler, fixed to keep a connection open after an error reply.
-
-    fakeredis 2.40's handler closes the connection whenever a command's reply is an error
-    (cunla/fakeredis-py#432, open): EVALSHA's NOSCRIPT then looks like a dropped connection.
-    Returning the error as a value lets the handler write ``-ERR ...`` and go on, as Redis does.
-    """
-    import redis.exceptions
-    from fakeredis._clients._tcp_server import TCPFakeRequestHandler
-
-    class Handler(TCPFakeRequestHandler):
-        def setup(self) -> None:
-            super().setup()
-            client = self.current_client
-            read = client.read_response
-
-            def read_response(*args: object, **kwargs: object) -> object:
-                try:
-                    return read(*args, **kwargs)
-                except redis.exceptions.ResponseError as error:
-                    return error
-
-            client.read_response = read_response  # type: ignore[method-assign]
-
-    return Handler
 
 
 EmbeddedServer = RedisServer | FakeServer
