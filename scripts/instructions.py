@@ -71,7 +71,7 @@ elif kind in ("alock", "tasks2000"):
     import syncprims.asyncio
     tasks = 1 if kind == "alock" else 2000
     async def run():
-        client = await syncprims.asyncio.connect(urls[0])
+        client = await syncprims.asyncio.connect(urls[0], timeout=600)  # valgrind is slow
         locks = [client.get_lock(f"instructions:{os.getpid()}:{i}") for i in range(tasks)]
         async def pairs_of(lock, n):
             for _ in range(n):
