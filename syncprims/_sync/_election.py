@@ -10,12 +10,13 @@ from syncprims._core.election import ElectionCore
 from syncprims._protocol.election import Leader
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration, wait_seconds
+from syncprims._sync._objects import _Handle
 
 __all__ = ["LeaderElection"]
 
 
 @final
-class LeaderElection:
+class LeaderElection(_Handle):
     """One candidate of a leader election: at most one candidate of a name leads at a time,
     across processes and hosts.
 
@@ -40,20 +41,9 @@ class LeaderElection:
     FencedLock's durable tokens); the anchors' names are mapped in docs/election.md.
     """
 
-    __slots__ = ("_core",)
+    __slots__ = ()
 
     _core: ElectionCore
-
-    def __init__(self, core: ElectionCore) -> None:
-        self._core = core
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._core.name!r}>"
-
-    @property
-    def name(self) -> str:
-        """The election's name."""
-        return self._core.name
 
     @property
     def value(self) -> str:

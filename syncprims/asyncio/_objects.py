@@ -5,22 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from syncprims._core.election import ElectionCore
 from syncprims._core.objects import ExpirableCore, ObjectCore
 from syncprims._protocol.timing import Duration
 
 __all__ = ["RExpirable", "RObject"]
 
 
-class RObject:
-    """The base of every syncprims object: a name and the keys behind it (Redisson ``RObject``).
-
-    Objects are cheap handles: create them with the client's ``get_*`` methods, as many as you
-    like; they hold no connection and no state in Redis until used.
-    """
+class _Handle:
+    """A named handle on a core object, shared by ``RObject`` and ``LeaderElection``."""
 
     __slots__ = ("_core",)
 
-    def __init__(self, core: ObjectCore) -> None:
+    def __init__(self, core: ObjectCore | ElectionCore) -> None:
         self._core = core
 
     def __repr__(self) -> str:
@@ -28,8 +25,20 @@ class RObject:
 
     @property
     def name(self) -> str:
-        """The object's name: its main Redis key."""
+        """The name it was made with (an ``RObject``'s main Redis key)."""
         return self._core.name
+
+
+class RObject(_Handle):
+    """The base of every syncprims object: a name and the keys behind it (Redisson ``RObject``).
+
+    Objects are cheap handles: create them with the client's ``get_*`` methods, as many as you
+    like; they hold no connection and no state in Redis until used.
+    """
+
+    __slots__ = ()
+
+    _core: ObjectCore
 
     async def is_exists(self) -> bool:
         """Whether the object's main key exists in Redis.
