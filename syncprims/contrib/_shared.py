@@ -1,14 +1,11 @@
-"""What the integrations share: one client per process, and lock names per call.
-
-Both are built on the public API only (``syncprims.connect``), as the rest of
-``syncprims.contrib``.
+"""What the integrations share: one client per process, built on the public API only
+(``syncprims.connect``), as the rest of ``syncprims.contrib``; lock names per call come from
+``syncprims.naming``.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-import string
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -16,56 +13,7 @@ from typing import Any
 
 import syncprims
 
-__all__ = ["Namer", "ProcessClient", "lock_namer"]
-
-Namer = Callable[[tuple[Any, ...], Mapping[str, Any]], str]
-"""The lock name for one call's ``(args, kwargs)``."""
-
-
-def lock_namer(name: str | Callable[..., str], func: Callable[..., object]) -> Namer:
-    """How to name the lock of each call of ``func`` (as ``Client.synchronized`` does).
-
-    Args:
-        name: a ``str.format`` template whose fields name ``func``'s parameters
-            (``"orders:{order_id}"``, ``"user:{user.id}"``; defaults apply), or a callable
-            taking ``func``'s arguments and returning the name.
-        func: the function whose calls are named.
-
-    Raises:
-        TypeError: ``name`` is neither; a template field that names no parameter of
-            ``func``, or a malformed template.
-    """
-    if callable(name):
-        namer = name
-
-        def call(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-            value = namer(*args, **kwargs)
-            if not isinstance(value, str):
-                raise TypeError(f"the lock name function returned {type(value).__name__}, not str")
-            return value
-
-        return call
-    if not isinstance(name, str):
-        raise TypeError(f"a lock name is a str template or a callable, not {type(name).__name__}")
-    template = name
-    signature = inspect.signature(func)
-    try:
-        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field]
-    except ValueError as error:
-        raise TypeError(f"bad lock name template {template!r}: {error}") from None
-    for field in fields:
-        if field.split(".", 1)[0].split("[", 1)[0] not in signature.parameters:
-            raise TypeError(
-                f"lock name template {template!r}: {{{field}}} names no parameter of "
-                f"{getattr(func, '__qualname__', func)}{signature}"
-            )
-
-    def format_call(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return template.format_map(bound.arguments)
-
-    return format_call if fields else lambda args, kwargs: template
+__all__ = ["ProcessClient"]
 
 
 class ProcessClient:

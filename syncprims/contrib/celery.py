@@ -42,8 +42,9 @@ from celery.result import EagerResult
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 import syncprims
-from syncprims.contrib._shared import Namer, ProcessClient, lock_namer
+from syncprims.contrib._shared import ProcessClient
 from syncprims.errors import LockLostError, LockNotHeldError, SyncPrimsError
+from syncprims.naming import Namer, lock_namer
 
 __all__ = ["SKIPPED", "ExclusiveTask", "RunLockLostError", "TakenPolicy", "get_client"]
 

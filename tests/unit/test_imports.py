@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "_gevent": 1,  # refuses a gevent/eventlet-patched process (the sync face's connect)
     "_observe": 1,  # logging and metrics hooks the core calls
     "config": 1,
+    "naming": 1,  # public: lock names per call (Client.synchronized's rules, for integrations)
     "_transport": 2,
     "_services": 3,  # above the transport: the pub/sub reader uses its connection interface
     "_core": 3,

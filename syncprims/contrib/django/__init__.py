@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import syncprims
-from syncprims.contrib._shared import ProcessClient, lock_namer
+from syncprims.contrib._shared import ProcessClient
 from syncprims.errors import SyncPrimsError
+from syncprims.naming import lock_namer
 
 __all__ = ["client_settings", "exclusive", "get_client", "reset_client"]
 
