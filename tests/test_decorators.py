@@ -287,3 +287,26 @@ async def test_async_synchronized(real_url: str, name: str) -> None:
 
         with pytest.raises(TypeError, match="async functions"):
             client.synchronized("{key}")(plain)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("template", ["orders:{}", "orders:{0}"])
+def test_the_integrations_refuse_a_positional_field_when_defined(template: str) -> None:
+    """The Django decorator and the Celery task name their locks by ``syncprims.naming``'s
+    rules: a positional field is refused when the function is decorated (a copy of their own
+    named every call's lock ``"orders:{}"``, one lock for all calls)."""
+    pytest.importorskip("django", reason="Django is not installed (pip install -e '.[dev]')")
+    pytest.importorskip("celery", reason="Celery is not installed (pip install -e '.[dev]')")
+    from syncprims.contrib.celery import ExclusiveTask
+    from syncprims.contrib.django import exclusive
+
+    with pytest.raises(TypeError, match="names no parameter"):
+
+        @exclusive(template)
+        def ship(order_id: int) -> None: ...
+
+    with pytest.raises(TypeError, match="names no parameter"):
+
+        class Ship(ExclusiveTask):
+            lock_key = template
+
+            def run(self, order_id: int) -> None: ...
