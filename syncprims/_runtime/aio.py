@@ -138,12 +138,8 @@ class AsyncExecutor(ExecutorBase[AsyncServer, TaskSubscriber]):
         sub.raise_if_refused()
         return woken
 
-    @property
-    def pops_grants(self) -> bool:
-        return False  # the reader task runs on the waiter's loop: no hop to save
-
     def claim_pop(self) -> bool:
-        return False
+        return False  # the reader task runs on the waiter's loop: no hop to save
 
     def free_pop(self) -> None:
         pass
