@@ -8,6 +8,7 @@ from typing import final
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.info import LockInfo
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
@@ -82,7 +83,7 @@ class RLock(RExpirable, Guarded):
                 durations given (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        _run(self._core.lock(owner_of(owner), lease_time, max_hold))
+        _run(self._core.lock(_owner() if owner is None else _explicit(owner), lease_time, max_hold))
 
     def try_lock(
         self,
@@ -108,7 +109,9 @@ class RLock(RExpirable, Guarded):
             TypeError, ValueError: a bad duration (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        return _run(self._core.try_lock(owner_of(owner), wait_time, lease_time, max_hold))
+        return _run(self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time, max_hold
+        ))
 
     def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release one hold; the last one deletes the lock and wakes a waiter.
@@ -122,7 +125,7 @@ class RLock(RExpirable, Guarded):
             TransportError: Redis could not be reached after retries (the lock then expires
                 by its lease; renewal has stopped).
         """
-        _run(self._core.unlock(owner_of(owner)))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def force_unlock(self) -> bool:
         """Release the lock whoever holds it, and wake its waiters.
@@ -223,12 +226,14 @@ class RLock(RExpirable, Guarded):
                 than -1.
             TransportError: Redis could not be reached.
         """
-        return _run(self._core.acquire(owner_of(owner), blocking, timeout))
+        return _run(self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        ))
 
     def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.RLock.unlock] (its ``owner`` and errors)."""
-        _run(self._core.unlock(owner_of(owner)))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as

@@ -8,6 +8,7 @@ from typing import final
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_thread_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
@@ -89,7 +90,7 @@ class MultiLock(Guarded):
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        _run(self._core.lock(owner_of(owner), lease_time))
+        _run(self._core.lock(_owner() if owner is None else _explicit(owner), lease_time))
 
     def try_lock(
         self,
@@ -112,7 +113,9 @@ class MultiLock(Guarded):
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
         """
-        return _run(self._core.try_lock(owner_of(owner), wait_time, lease_time))
+        return _run(self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time
+        ))
 
     def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release every sub-lock, in parallel.
@@ -124,7 +127,7 @@ class MultiLock(Guarded):
             LockNotHeldError: a sub-lock was not held (after releasing the others).
             TransportError: a server could not be reached (after retries).
         """
-        _run(self._core.unlock(owner_of(owner)))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def is_held_by_current_thread(self) -> bool:
         """Whether the current thread holds the required sub-locks.
@@ -176,12 +179,14 @@ class MultiLock(Guarded):
             ValueError: a timeout with ``blocking=False``, or a negative timeout other
                 than -1.
         """
-        return _run(self._core.acquire(owner_of(owner), blocking, timeout))
+        return _run(self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        ))
 
     def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.MultiLock.unlock]."""
-        _run(self._core.unlock(owner_of(owner)))
+        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
 
     def locked(self) -> bool:
         """``threading.Lock``-style: the same as

@@ -10,6 +10,7 @@ from typing import Self, final
 from syncprims._core.lock import LockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.info import LockInfo
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LockStatistics
@@ -85,7 +86,7 @@ class RLock(RExpirable, Guarded):
                 durations given (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        await self._core.lock(owner_of(owner), lease_time, max_hold)
+        await self._core.lock(_owner() if owner is None else _explicit(owner), lease_time, max_hold)
 
     async def try_lock(
         self,
@@ -111,7 +112,9 @@ class RLock(RExpirable, Guarded):
             TypeError, ValueError: a bad duration (nothing is sent).
             TransportError: Redis could not be reached.
         """
-        return await self._core.try_lock(owner_of(owner), wait_time, lease_time, max_hold)
+        return await self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time, max_hold
+        )
 
     async def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release one hold; the last one deletes the lock and wakes a waiter.
@@ -125,7 +128,7 @@ class RLock(RExpirable, Guarded):
             TransportError: Redis could not be reached after retries (the lock then expires
                 by its lease; renewal has stopped).
         """
-        await self._core.unlock(owner_of(owner))
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def force_unlock(self) -> bool:
         """Release the lock whoever holds it, and wake its waiters.
@@ -312,12 +315,14 @@ class RLock(RExpirable, Guarded):
                 than -1.
             TransportError: Redis could not be reached.
         """
-        return await self._core.acquire(owner_of(owner), blocking, timeout)
+        return await self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        )
 
     async def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.asyncio.RLock.unlock] (its ``owner`` and errors)."""
-        await self._core.unlock(owner_of(owner))
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as

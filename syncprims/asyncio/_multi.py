@@ -7,6 +7,7 @@ from typing import final
 from syncprims._core.multi import MultiLockCore, RedLockCore
 from syncprims._core.owners import OwnerId
 from syncprims._core.owners import current_task_owner as _owner
+from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
@@ -87,7 +88,7 @@ class MultiLock(Guarded):
         Raises:
             TypeError, ValueError: a bad ``lease_time`` (nothing is sent).
         """
-        await self._core.lock(owner_of(owner), lease_time)
+        await self._core.lock(_owner() if owner is None else _explicit(owner), lease_time)
 
     async def try_lock(
         self,
@@ -110,7 +111,9 @@ class MultiLock(Guarded):
         Raises:
             TypeError, ValueError: a bad duration (nothing is sent).
         """
-        return await self._core.try_lock(owner_of(owner), wait_time, lease_time)
+        return await self._core.try_lock(
+            _owner() if owner is None else _explicit(owner), wait_time, lease_time
+        )
 
     async def unlock(self, *, owner: OwnerId | None = None) -> None:
         """Release every sub-lock, in parallel.
@@ -122,7 +125,7 @@ class MultiLock(Guarded):
             LockNotHeldError: a sub-lock was not held (after releasing the others).
             TransportError: a server could not be reached (after retries).
         """
-        await self._core.unlock(owner_of(owner))
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def is_held_by_current_thread(self) -> bool:
         """Whether the current task holds the required sub-locks.
@@ -174,12 +177,14 @@ class MultiLock(Guarded):
             ValueError: a timeout with ``blocking=False``, or a negative timeout other
                 than -1.
         """
-        return await self._core.acquire(owner_of(owner), blocking, timeout)
+        return await self._core.acquire(
+            _owner() if owner is None else _explicit(owner), blocking, timeout
+        )
 
     async def release(self, *, owner: OwnerId | None = None) -> None:
         """``threading.Lock``-style release: the same as
         [`unlock`][syncprims.asyncio.MultiLock.unlock]."""
-        await self._core.unlock(owner_of(owner))
+        await self._core.unlock(_owner() if owner is None else _explicit(owner))
 
     async def locked(self) -> bool:
         """``threading.Lock``-style: the same as
