@@ -60,7 +60,11 @@ class FaultProxy:
             self._loop.run_until_complete(server.wait_closed())
             for writer in list(self._writers):
                 writer.close()
-            self._loop.run_until_complete(asyncio.sleep(0))
+            # Connections still piping end here, not as tasks destroyed with the loop.
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
