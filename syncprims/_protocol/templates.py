@@ -51,7 +51,8 @@ def lock_namer(name: object, func: Callable[..., object]) -> Namer:
         if root not in signature.parameters:
             raise TypeError(
                 f"lock name template {template!r}: {{{field}}} names no parameter of "
-                f"{func.__qualname__}{signature} (fields name parameters: {{order_id}})"
+                f"{getattr(func, '__qualname__', func)}{signature} (fields name parameters: "
+                "{order_id})"
             )
     if not fields:
         return lambda args, kwargs: template

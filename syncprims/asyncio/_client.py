@@ -515,12 +515,14 @@ class Client:
         """Stop the services and give every connection back. Idempotent.
 
         Releases in flight (in other tasks or threads) finish first, for up to the operation
-        timeout; waiting callers are woken and raise ``ClientClosedError`` (docs/design.md,
-        "Shutdown"). Leaderships are then resigned (``resign()``), so that the next
-        candidate leads at once. Locks still held then stop being renewed and expire by their
-        lease; later calls on this client's objects raise ``ClientClosedError``. A redis-py
-        client (or pool) passed to [`connect`][syncprims.asyncio.connect] stays open and
-        usable: its owner closes it. A client made from a URL is closed.
+        timeout; no acquisition starts meanwhile, and waiting callers are woken and raise
+        ``ClientClosedError`` (a lock granted to one is given back; docs/design.md, "Late
+        calls", its Shutdown paragraph). Leaderships are then resigned (``resign()``), so
+        that the next candidate leads at once. Locks still held then stop being renewed and
+        expire by their lease; later calls on this client's objects raise
+        ``ClientClosedError``. A redis-py client (or pool) passed to
+        [`connect`][syncprims.asyncio.connect] stays open and usable: its owner closes it. A
+        client made from a URL is closed.
         """
         await self._ex.aclose()
 
