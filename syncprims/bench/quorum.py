@@ -5,6 +5,7 @@ the raw EVALSHA fan-out and pottery (``redlock``), and with a minority of its ma
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -33,10 +34,6 @@ REDLOCK = [
     "pottery Redlock",
     "pottery Redlock x5",
 ]
-REDLOCK_FIGURES = [
-    ("acquire p50", "ms", "acquire p50 {:6.3f} ms"),
-    ("pairs/s", "1/s", "{:>8,.0f} pairs/s"),
-]
 
 
 def _latency_and_rate(lock: Any, seconds: float) -> tuple[float, float]:
@@ -63,13 +60,15 @@ def redlock(urls: list[str], settings: Settings, progress: Progress) -> list[Row
         raise ValueError("the redlock scenario needs 5 masters")
 
     def measure(peer: str) -> tuple[float, float]:
-        session = open_peer(peer, urls)
-        p50_and_rate = _latency_and_rate(session.lock(key_for("red")), settings.seconds)
-        session.close()
-        return p50_and_rate
+        with contextlib.closing(open_peer(peer, urls)) as session:
+            return _latency_and_rate(session.lock(key_for("red")), settings.seconds)
 
+    figures = [
+        ("acquire p50", "ms", "acquire p50 {:6.3f} ms"),
+        ("pairs/s", "1/s", "{:>8,.0f} pairs/s"),
+    ]
     return per_peer(
-        "redlock", present(REDLOCK, progress), measure, settings, progress, figures=REDLOCK_FIGURES
+        "redlock", present(REDLOCK, progress), measure, settings, progress, figures=figures
     )
 
 

@@ -256,10 +256,6 @@ UNCONTENDED = [
     "python-redis-lock",
     "pottery Redlock",
 ]
-UNCONTENDED_FIGURES = [
-    ("pairs/s", "1/s", "{:>9,.0f} pairs/s"),
-    ("CPU per pair", "us", "{:6.1f} us CPU/pair"),
-]
 
 
 def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
@@ -271,13 +267,15 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
     def measure(peer: str) -> tuple[float, float]:
         if peer == "syncprims (asyncio)":
             return _async_pairs_per_second(urls[0], settings.seconds)
-        session = open_peer(peer, urls)
-        lock = session.lock(key_for("u"))
-        rate_and_cpu = _pairs_per_second(lock.acquire, lock.release, settings.seconds)
-        session.close()
-        return rate_and_cpu
+        with contextlib.closing(open_peer(peer, urls)) as session:
+            lock = session.lock(key_for("u"))
+            return _pairs_per_second(lock.acquire, lock.release, settings.seconds)
 
-    return per_peer("uncontended", peers, measure, settings, progress, figures=UNCONTENDED_FIGURES)
+    figures = [
+        ("pairs/s", "1/s", "{:>9,.0f} pairs/s"),
+        ("CPU per pair", "us", "{:6.1f} us CPU/pair"),
+    ]
+    return per_peer("uncontended", peers, measure, settings, progress, figures=figures)
 
 
 # -- 2: handoff latency between two processes ----------------------------------------------------
@@ -292,7 +290,6 @@ HANDOFF = [
     "redis-py Lock",
     "pottery Redlock",
 ]
-HANDOFF_FIGURES = [("p50", "ms", "p50 {:8.3f} ms"), ("p99", "ms", "p99 {:8.3f} ms")]
 
 
 def _handoff_waiter(peer: str, urls: list[str], key: str, rounds: int, pipe: Any) -> None:
@@ -352,8 +349,9 @@ def handoff(urls: list[str], settings: Settings, progress: Progress) -> list[Row
         rounds = settings.polling_rounds if peer in POLLING else settings.rounds
         return _one_handoff_run(peer, urls, rounds)
 
+    figures = [("p50", "ms", "p50 {:8.3f} ms"), ("p99", "ms", "p99 {:8.3f} ms")]
     return per_peer(
-        "handoff", present(HANDOFF, progress), measure, settings, progress, figures=HANDOFF_FIGURES
+        "handoff", present(HANDOFF, progress), measure, settings, progress, figures=figures
     )
 
 
