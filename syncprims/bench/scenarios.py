@@ -23,7 +23,7 @@ import redis
 
 from syncprims._embedded import exit_with_parent
 from syncprims.bench.history import Hold, analyse
-from syncprims.bench.peers import available, open_peer
+from syncprims.bench.peers import BenchLock, available, open_peer
 
 __all__ = [
     "RUN_TIMES",
@@ -199,51 +199,48 @@ def _workers(
 # -- 1 and 7: uncontended pairs per second ----------------------------------------------------
 
 
-def _pairs_per_second(
-    acquire: Callable[[], object], release: Callable[[], object], seconds: float
-) -> tuple[float, float]:
-    """Pairs per second, and the process's CPU per pair in microseconds."""
-    for _ in range(200):  # warm up: connections, script cache
-        acquire()
-        release()
+def _pairs_per_second(pairs: Callable[[int], object], seconds: float) -> tuple[float, float]:
+    """Pairs per second, and the process's CPU per pair in microseconds (``pairs(n)``: n
+    acquire+release pairs)."""
+    pairs(200)  # warm up: connections, script cache
     count = 0
     start, cpu = time.perf_counter(), time.process_time()
     deadline = start + seconds
     while True:
-        for _ in range(50):
-            acquire()
-            release()
+        pairs(50)
         count += 50
         now = time.perf_counter()
         if now >= deadline:
             return count / (now - start), (time.process_time() - cpu) / count * 1e6
 
 
+def _sync_pairs(lock: BenchLock) -> Callable[[int], None]:
+    acquire, release = lock.acquire, lock.release
+
+    def pairs(n: int) -> None:
+        for _ in range(n):
+            acquire()
+            release()
+
+    return pairs
+
+
 def _async_pairs_per_second(url: str, seconds: float) -> tuple[float, float]:
-    """:func:`_pairs_per_second` for the asyncio face."""
+    """:func:`_pairs_per_second` for the asyncio face, a batch of pairs per event loop run."""
     import syncprims.asyncio
 
-    async def main() -> tuple[float, float]:
-        client = await syncprims.asyncio.connect(url)
+    with asyncio.Runner() as runner:
+        client = runner.run(syncprims.asyncio.connect(url))
         lock = client.get_lock(key_for("async"))
-        for _ in range(200):
-            await lock.lock()
-            await lock.unlock()
-        count = 0
-        start, cpu = time.perf_counter(), time.process_time()
-        deadline = start + seconds
-        while True:
-            for _ in range(50):
+
+        async def pairs(n: int) -> None:
+            for _ in range(n):
                 await lock.lock()
                 await lock.unlock()
-            count += 50
-            now = time.perf_counter()
-            if now >= deadline:
-                used = (time.process_time() - cpu) / count * 1e6
-                await client.shutdown()
-                return count / (now - start), used
 
-    return asyncio.run(main())
+        rate_and_cpu = _pairs_per_second(lambda n: runner.run(pairs(n)), seconds)
+        runner.run(client.shutdown())
+    return rate_and_cpu
 
 
 UNCONTENDED = [
@@ -268,8 +265,7 @@ def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list
         if peer == "syncprims (asyncio)":
             return _async_pairs_per_second(urls[0], settings.seconds)
         with contextlib.closing(open_peer(peer, urls)) as session:
-            lock = session.lock(key_for("u"))
-            return _pairs_per_second(lock.acquire, lock.release, settings.seconds)
+            return _pairs_per_second(_sync_pairs(session.lock(key_for("u"))), settings.seconds)
 
     figures = [
         ("pairs/s", "1/s", "{:>9,.0f} pairs/s"),
