@@ -1,23 +1,8 @@
-"""Scenario 9, ``scale``: N asyncio tasks on one client, as a service under load runs them.
-
-Each task loops ``lock()`` -> 1 ms of work -> ``unlock()`` for a fixed window, on a name of
-its own (``distinct``) or on one of 8 hot names (``hot``). One client per peer, with the
-default ``redis.asyncio.Redis`` passed in, as the README shows. Reported per N: pairs/s, the
-pair's p50/p99, the most connections Redis saw from the client at once (``CLIENT LIST``, by
-client name), and the calls that failed. Peers:
-
-* ``syncprims``: the default, every task's commands on one shared connection;
-* ``syncprims-pooled``: ``shared_connections=0``, a pooled connection per command (before);
-* ``redis-py``: redis-py's asyncio ``Lock`` (``blocking_timeout`` 30 s, polling 0.1 s
-  by default), over a ``BlockingConnectionPool`` of 100 so that it can run at all (its
-  default pool fails past 100 concurrent commands);
-* ``script-pair``: a plain ``redis.asyncio`` ``Script`` acquire + release pair (Redisson's
-  scripts, no waiting): the floor of one round trip each through redis-py's client.
-
-With five servers (``syncprims bench`` starts them), a RedLock on all five under 256 tasks,
-on the shared connections and on per-call pooled ones (``shared_connections=0``), 3 runs.
-
-Speed is reported, never asserted (``docs/benchmarks.md``).
+"""Scenario 9, ``scale``: N asyncio tasks on one client, each looping ``lock()`` -> 1 ms ->
+``unlock()`` on a name of its own (``distinct``) or on one of 8 (``hot``), next to the
+per-call pooled executor, redis-py's asyncio ``Lock`` and a plain ``Script`` pair; with five
+servers, a RedLock under 256 tasks. What each peer and figure is: docs/measurements.md, "Many
+tasks on one client (`scale`)". Speed is reported, never asserted.
 """
 
 from __future__ import annotations
@@ -27,7 +12,6 @@ import time
 import uuid
 from typing import Any
 
-import attrs
 import redis
 import redis.asyncio
 
@@ -199,25 +183,22 @@ def scale(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
                 ]
     if len(urls) >= 5:
         repeats = 1 if settings.quick else 3
+        red = {"syncprims RedLock x5": 1, "syncprims-pooled RedLock x5": 0}
+        runs: dict[str, list[dict[str, Any]]] = {peer: [] for peer in red}
         for repeat in range(repeats):
-            for peer, shared in (("syncprims RedLock x5", 1), ("syncprims-pooled RedLock x5", 0)):
+            for peer, shared in red.items():
                 result = asyncio.run(_red_lock(urls[:5], shared, 256, seconds))
+                runs[peer].append(result)
                 progress(
                     f"  scale        redlock x5 run {repeat + 1}/{repeats}  256 tasks "
                     f"{peer:28s} {result['pairs']:9,.0f} pairs/s  errors {result['errors']:.0f}"
                 )
-                rows += [
-                    Row("scale redlock x5 256", peer, "pairs/s", "pairs/s", (result["pairs"],)),
-                    Row("scale redlock x5 256", peer, "failed calls", "count", (result["errors"],)),
-                ]
-    return _merged(rows)
-
-
-def _merged(rows: list[Row]) -> list[Row]:
-    """Rows of one scenario, peer and metric measured in several runs, as one row."""
-    merged: dict[tuple[str, str, str], Row] = {}
-    for row in rows:
-        key = (row.scenario, row.peer, row.metric)
-        old = merged.get(key)
-        merged[key] = row if old is None else attrs.evolve(old, runs=old.runs + row.runs)
-    return list(merged.values())
+        for peer, done in runs.items():
+            rows += [
+                Row("scale redlock x5 256", peer, metric, unit, tuple(r[key] for r in done))
+                for metric, unit, key in (
+                    ("pairs/s", "pairs/s", "pairs"),
+                    ("failed calls", "count", "errors"),
+                )
+            ]
+    return rows
