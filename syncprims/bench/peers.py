@@ -113,59 +113,57 @@ def _pottery(masters: list[redis.Redis], name: str) -> BenchLock:
     return lock
 
 
-class _Latches:
-    """Unlock latch keys for the floors: a new one per release, as every real unlock needs
+class _Floor:
+    """Redisson's acquire and unlock scripts loaded on the ``masters``, and their EVALSHA
+    arguments for one name. A new unlock latch key per release, as every real unlock needs
     (the unlock script answers a latch's stored reply instead of releasing, so a reused key
-    would make releases no-ops). Redisson's latch lifetime, ``(timeout + retryDelay) *
+    would make releases no-ops), with Redisson's latch lifetime, ``(timeout + retryDelay) *
     retryAttempts`` = 13.5 s; never deleted afterwards (the least a correct unlock costs)."""
 
-    TTL_MS = 13_500
+    LATCH_TTL_MS = 13_500
 
-    def __init__(self, name: str) -> None:
-        self._prefix = f"redisson_unlock_latch:{{{name}}}:{os.urandom(8).hex()}:"
+    def __init__(self, masters: list[redis.Redis], name: str) -> None:
+        for master in masters:
+            master.script_load(scripts.LOCK_ACQUIRE.source)
+            master.script_load(scripts.LOCK_UNLOCK.source)
+        self._name = name
+        self._acquire = (scripts.LOCK_ACQUIRE.sha, 1, name, 30_000, "floor:1")
+        self._latch = f"redisson_unlock_latch:{{{name}}}:{os.urandom(8).hex()}:"
         self._ids = itertools.count()
 
-    def next(self) -> str:
-        return f"{self._prefix}{next(self._ids)}"
-
-
-class _RawFloor:
-    """Two EVALSHA round trips with redis-py's client: the raw cost of acquire + release
-    (Redisson's scripts; a new unlock latch per release)."""
-
-    def __init__(self, client: redis.Redis, name: str) -> None:
-        self._client = client
-        self._name = name
-        self._acquire = client.script_load(scripts.LOCK_ACQUIRE.source)
-        self._release = client.script_load(scripts.LOCK_UNLOCK.source)
-        self._latches = _Latches(name)
-
-    def acquire(self) -> None:
-        self._client.evalsha(self._acquire, 1, self._name, 30_000, "floor:1")
-
-    def release(self) -> None:
-        self._client.evalsha(
-            self._release, 3, self._name, "floor-channel", self._latches.next(),
-            "0", 30_000, "floor:1", "PUBLISH", _Latches.TTL_MS,
+    def _release(self) -> tuple[Any, ...]:
+        return (
+            scripts.LOCK_UNLOCK.sha, 3, self._name, "floor-channel",
+            f"{self._latch}{next(self._ids)}", "0", 30_000, "floor:1", "PUBLISH",
+            self.LATCH_TTL_MS,
         )  # fmt: skip
 
 
-class _RawFanOut:
+class _RawFloor(_Floor):
+    """Two EVALSHA round trips with redis-py's client: the raw cost of acquire + release."""
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        super().__init__([client], name)
+        self._client = client
+
+    def acquire(self) -> None:
+        self._client.evalsha(*self._acquire)
+
+    def release(self) -> None:
+        self._client.evalsha(*self._release())
+
+
+class _RawFanOut(_Floor):
     """RedLock's floor: the same two scripts on N masters from one thread, each step written
     to every master before any reply is read (redis-py connections, hiredis parser)."""
 
     def __init__(self, masters: list[redis.Redis], name: str) -> None:
         self._conns: list[Any] = [m.connection_pool.get_connection() for m in masters]
-        self._name = name
-        for master in masters:
-            master.script_load(scripts.LOCK_ACQUIRE.source)
-            master.script_load(scripts.LOCK_UNLOCK.source)
-        self._acquire = ("EVALSHA", scripts.LOCK_ACQUIRE.sha, 1, name, 30_000, "floor:1")
-        self._latches = _Latches(name)
+        super().__init__(masters, name)
 
-    def _all(self, command: tuple[Any, ...]) -> None:
+    def _all(self, args: tuple[Any, ...]) -> None:
         for conn in self._conns:
-            conn.send_command(*command)
+            conn.send_command("EVALSHA", *args)
         for conn in self._conns:
             conn.read_response()
 
@@ -173,12 +171,7 @@ class _RawFanOut:
         self._all(self._acquire)
 
     def release(self) -> None:
-        self._all(
-            (
-                "EVALSHA", scripts.LOCK_UNLOCK.sha, 3, self._name, "floor-channel",
-                self._latches.next(), "0", 30_000, "floor:1", "PUBLISH", _Latches.TTL_MS,
-            )
-        )  # fmt: skip
+        self._all(self._release())
 
 
 def _syncprims(lock: Any) -> BenchLock:
