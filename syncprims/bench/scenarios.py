@@ -243,9 +243,7 @@ def _async_pairs_per_second(url: str, seconds: float) -> tuple[float, float]:
     return rate_and_cpu
 
 
-UNCONTENDED = [
-    "syncprims",
-    "syncprims (asyncio)",
+UNCONTENDED = [  # after "syncprims" and "syncprims (asyncio)", which are always there
     "syncprims FairLock",
     "raw EVALSHA floor",
     "PING floor",
@@ -258,8 +256,7 @@ UNCONTENDED = [
 def uncontended(urls: list[str], settings: Settings, progress: Progress) -> list[Row]:
     """Scenarios 1 and 7: acquire+release pairs per second from one thread, no contention,
     and the process's CPU per pair (us; the client's own cost, beside the raw floor's)."""
-    peers = ["syncprims", "syncprims (asyncio)"]
-    peers += present([p for p in UNCONTENDED if p not in peers], progress)
+    peers = ["syncprims", "syncprims (asyncio)", *present(UNCONTENDED, progress)]
 
     def measure(peer: str) -> tuple[float, float]:
         if peer == "syncprims (asyncio)":
