@@ -30,10 +30,11 @@ from typing import Any
 
 import pytest
 
-from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer, SentinelSet
+from syncprims._embedded import FakeServer, RedisServer
 from syncprims._protocol.kinds import KINDS, make
 from tests import processes
 from tests.harness import FAKE_URLS, Face, MakeLock, raw_redis
+from tests.server_groups import RedisClusterSet, SentinelSet
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,10 +18,10 @@ import pytest
 import redis
 
 import syncprims
-from syncprims._embedded import RedisClusterSet, _cli
 from syncprims._transport.cluster import key_slot
 from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, raw_command, raw_redis
+from tests.server_groups import RedisClusterSet, _cli
 
 pytestmark = [pytest.mark.real, pytest.mark.cluster]
 

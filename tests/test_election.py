@@ -19,9 +19,10 @@ import pytest
 import syncprims
 import syncprims.asyncio
 from syncprims import Leader, LossReason, fencing
-from syncprims._embedded import RedisServer, SentinelSet
+from syncprims._embedded import RedisServer
 from syncprims._protocol.stepping import run as drive
 from tests.harness import Face, raw_redis, within
+from tests.server_groups import SentinelSet
 
 LEASE = 1.5  # seconds: renewed every 0.5 s
 

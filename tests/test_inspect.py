@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import syncprims
-from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
+from syncprims._embedded import RedisServer
 from syncprims.cli import main
 from syncprims.cli.inspection import Snapshot, snapshot
 from tests.harness import cli_process, end_process_group, raw_redis
+from tests.server_groups import RedisClusterSet, SentinelSet
 
 pytestmark = pytest.mark.real
 

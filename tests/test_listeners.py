@@ -15,8 +15,9 @@ import pytest
 import redis
 
 from syncprims import ClientClosedError, ServerReplyError
-from syncprims._embedded import FakeServer, RedisClusterSet, RedisServer
+from syncprims._embedded import FakeServer, RedisServer
 from tests.harness import Face, raw_redis
+from tests.server_groups import RedisClusterSet
 
 BOUND = 5.0
 """Seconds any one event may take to arrive (a hang fails the test instead)."""

@@ -32,11 +32,12 @@ from redis.retry import Retry
 
 import syncprims
 import syncprims.asyncio
-from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
+from syncprims._embedded import RedisServer
 from syncprims._protocol import scripts
 from syncprims._transport.compat import atake
 from tests.faults.proxy import FaultProxy
 from tests.harness import raw_command, redis_py_version
+from tests.server_groups import RedisClusterSet, SentinelSet
 
 pytestmark = [pytest.mark.real]
 

@@ -12,9 +12,9 @@ import pytest
 
 import syncprims
 from syncprims import ReplicaSyncError
-from syncprims._embedded import SentinelSet
 from syncprims.bench.history import Hold, analyse
 from tests.harness import Face, raw_redis
+from tests.server_groups import SentinelSet
 
 pytestmark = [pytest.mark.real, pytest.mark.sentinel]
 

@@ -36,11 +36,12 @@ import redis
 from redis.crc import key_slot
 
 import syncprims
-from syncprims._embedded import RedisClusterSet, RedisServer, SentinelSet
+from syncprims._embedded import RedisServer
 from tests.chaos import checker, store
 from tests.chaos.nemesis import CLASSES, Nemesis, Setup, plan
 from tests.chaos.workers import BROKEN, KINDS, LONG_WATCHDOG, OPT_IN
 from tests.faults.proxy import FaultProxy
+from tests.server_groups import RedisClusterSet, SentinelSet
 
 __all__ = ["main"]
 
