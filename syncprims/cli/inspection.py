@@ -36,6 +36,9 @@ kinds, :mod:`syncprims._protocol.kinds`)."""
 LOCK_KINDS = tuple(name for name in KINDS if TABLE[name].layout)
 """The lock kinds among them: ``unlock`` takes these."""
 
+_LOCK_FIELDS = ("ttl", "held", "holders", "mode", "waiters", "token")
+"""The :class:`Snapshot` fields that a lock's ``info()`` has under the same name."""
+
 
 @attrs.frozen
 class Snapshot:
@@ -95,16 +98,8 @@ def read(client: syncprims.Client, name: str, kind: str | None = None) -> Snapsh
     base = Snapshot(name=name, kind=kind, redis_type=redis_type)
     if kind in LOCK_KINDS:
         lock = make(TABLE[kind], client, name).info()
-        return attrs.evolve(
-            base,
-            ttl=lock.ttl,
-            held=lock.held,
-            holders=lock.holders,
-            mode=lock.mode,
-            waiters=lock.waiters,
-            token=lock.token,
-            subscribers=lock.channels,
-        )
+        same = {field: getattr(lock, field) for field in _LOCK_FIELDS}
+        return attrs.evolve(base, subscribers=lock.channels, **same)
     if kind in ("semaphore", "pes", "semaphore-or-latch"):
         semaphore = make(TABLE["pes" if kind == "pes" else "semaphore"], client, name).info()
         channels = dict(semaphore.channels)
