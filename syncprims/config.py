@@ -68,21 +68,8 @@ def _seconds(value: Duration) -> float:
     raise TypeError(f"expected seconds (int or float) or a timedelta, not {type(value).__name__}")
 
 
-def _optional_seconds(value: Duration | None) -> float | None:
-    return None if value is None else _seconds(value)
-
-
 def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if math.isnan(value) or value <= 0 or math.isinf(value):
-        raise ValueError(
-            f"{attribute.name} must be a positive finite number of seconds, got {value!r}"
-        )
-
-
-def _optional_positive(
-    instance: object, attribute: attrs.Attribute[float | None], value: float | None
-) -> None:
-    if value is not None and (math.isnan(value) or value <= 0 or math.isinf(value)):
         raise ValueError(
             f"{attribute.name} must be a positive finite number of seconds, got {value!r}"
         )
@@ -146,6 +133,9 @@ def _positive_int(instance: object, attribute: attrs.Attribute[int], value: int)
     _non_negative_int(instance, attribute, value)
     if value < 1:
         raise ValueError(f"{attribute.name} must be at least 1, got {value}")
+
+
+_is_bool = attrs.validators.instance_of(bool)
 
 
 def _delay_pair(value: tuple[Duration, Duration]) -> tuple[float, float]:
@@ -283,7 +273,9 @@ class Config:
     )
     watchdog_batch_size: int = attrs.field(default=100, validator=_positive_int)
     timeout: float | None = attrs.field(
-        default=None, converter=_optional_seconds, validator=_optional_positive
+        default=None,
+        converter=attrs.converters.optional(_seconds),
+        validator=attrs.validators.optional(_positive),
     )
     retry_attempts: int = attrs.field(default=4, validator=_non_negative_int)
     retry_delay: tuple[float, float] = attrs.field(default=(0.1, 2.0), converter=_delay_pair)
@@ -294,22 +286,16 @@ class Config:
     )
     lock_synced_replicas: int | Literal["auto"] = attrs.field(default="auto", validator=_replicas)
     replica_sync_timeout: float = attrs.field(default=1.0, converter=_seconds, validator=_positive)
-    lock_grant_handoff: bool = attrs.field(
-        default=True, validator=attrs.validators.instance_of(bool)
-    )
-    lock_grant_direct: bool = attrs.field(
-        default=True, validator=attrs.validators.instance_of(bool)
-    )
-    raise_on_release_error: bool = attrs.field(
-        default=True, validator=attrs.validators.instance_of(bool)
-    )
+    lock_grant_handoff: bool = attrs.field(default=True, validator=_is_bool)
+    lock_grant_direct: bool = attrs.field(default=True, validator=_is_bool)
+    raise_on_release_error: bool = attrs.field(default=True, validator=_is_bool)
     shared_connections: int = attrs.field(default=1, validator=_non_negative_int)
     pool_share: int = attrs.field(default=8, validator=_positive_int)
     lock_synced_aof: tuple[int, int] | None = attrs.field(
         default=None, converter=_aof_pair, validator=_aof
     )
     lock_grant_direct_limit: int = attrs.field(default=16, validator=_non_negative_int)
-    client_record: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    client_record: bool = attrs.field(default=True, validator=_is_bool)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Config:
