@@ -27,20 +27,7 @@ from typing import Protocol
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.timing import clock
 
-__all__ = ["LOGGERS", "AcquireProbe", "Metrics", "Probe", "acquire_probe", "metrics"]
-
-LOGGERS = (
-    "syncprims",
-    "syncprims.lock",
-    "syncprims.semaphore",
-    "syncprims.watchdog",
-    "syncprims.pubsub",
-    "syncprims.services",
-    "syncprims.listeners",
-    "syncprims.transport",
-    "syncprims.election",
-)
-"""Every logger the package creates (``docs/observability.md`` documents each)."""
+__all__ = ["AcquireProbe", "Metrics", "Probe", "acquire_probe", "metrics"]
 
 lock_log = logging.getLogger("syncprims.lock")
 watchdog_log = logging.getLogger("syncprims.watchdog")

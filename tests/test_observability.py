@@ -21,10 +21,22 @@ from opentelemetry.sdk.metrics.export import (
 import syncprims
 import syncprims.metrics
 from syncprims import LossReason
-from syncprims._observe import LOGGERS
 from tests.harness import Face
 
 ROOT = Path(__file__).resolve().parent.parent
+
+LOGGERS = (
+    "syncprims",
+    "syncprims.lock",
+    "syncprims.semaphore",
+    "syncprims.watchdog",
+    "syncprims.pubsub",
+    "syncprims.services",
+    "syncprims.listeners",
+    "syncprims.transport",
+    "syncprims.election",
+)
+"""Every logger the package creates (``docs/observability.md`` documents each)."""
 
 
 def test_the_package_logger_has_a_null_handler() -> None:
