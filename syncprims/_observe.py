@@ -7,15 +7,7 @@ numbers to :data:`metrics`, the module-level recorder: ``None`` until
 ``syncprims.metrics.enable_opentelemetry()`` installs one, so metrics cost one module
 attribute load and an ``is None`` test per event while they are off.
 
-Loggers (every one the package creates; the package logger ``syncprims`` has a
-``NullHandler``):
-
-* ``syncprims``: connections, Redis outages during a wait, RedLock masters (WARNING);
-* ``syncprims.lock``: acquire, wait and release of every lock (DEBUG);
-* ``syncprims.watchdog``: renewals (DEBUG), failed renewals and lost locks (WARNING);
-* ``syncprims.pubsub``: the subscriber connection (reconnects, resubscriptions);
-* ``syncprims.services``: the services thread or task and the unlock-latch janitor;
-* ``syncprims.transport``: redis-py connection handling in the asyncio face.
+The loggers the package creates, and what each says: docs/observability.md, "Logging".
 """
 
 from __future__ import annotations
