@@ -136,20 +136,17 @@ class TransportError(SyncPrimsError):
         super().__init__(message)
         self.maybe_executed = maybe_executed
 
+    def __repr__(self) -> str:  # before redis-py's RedisError's, less useful, in the leaves
+        return f"{type(self).__name__}({str(self)!r})"
+
 
 class RedisConnectionError(TransportError, redis.exceptions.ConnectionError, ConnectionError):
     """The connection to Redis failed or broke (also ``redis.exceptions.ConnectionError``)."""
-
-    def __repr__(self) -> str:  # redis-py's RedisError has its own, less useful, repr
-        return f"{type(self).__name__}({str(self)!r})"
 
 
 class RedisTimeoutError(TransportError, redis.exceptions.TimeoutError, TimeoutError):
     """Redis did not answer within the configured timeout (also
     ``redis.exceptions.TimeoutError``)."""
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r})"
 
 
 class ServerReplyError(SyncPrimsError):
