@@ -1,24 +1,10 @@
 """The sync face refuses a process monkey-patched by gevent or eventlet.
 
-The sync face runs a services thread with an asyncio event loop (the watchdog, the janitor),
-a pub/sub reader thread, and owners keyed by ``threading.get_ident()``. Under
-``gevent.monkey.patch_all()`` those threads become greenlets of one OS thread, and:
-
-* asyncio keeps its running loop per OS thread, not per greenlet: the services loop is seen
-  as running by every greenlet of the process, so the application's own ``asyncio.run()``
-  fails ("cannot be called from a running event loop"), and a second client's services loop
-  cannot start ("Cannot run the event loop while another loop is running"): its watchdog
-  never renews, and a lock taken through it expires while its holder still runs;
-* with ``socket`` patched but not ``threading``, every greenlet is the same owner (the lock is
-  reentrant, so greenlets no longer exclude each other) and the services threads die with
-  gevent's ``LoopExit``;
-* a native thread (gevent's threadpool) using the client fails with "Cannot switch to a
-  different thread" (the pooled sockets belong to the main thread's hub).
-
-Measured with gevent 26.9 on CPython 3.11 (docs/asyncio.md, "gevent and eventlet").
-Eventlet's green threads and sockets share these failures. Rather than work sometimes and
-lose a lock silently, the sync face refuses such a process when it connects; the asyncio face
-(one event loop, no services thread) is unaffected.
+Its services thread (an asyncio loop: the watchdog), pub/sub reader and per-thread owners
+would become greenlets of one OS thread, and a lock could expire while its holder runs; a
+native thread of gevent's threadpool fails with "Cannot switch to a different thread". The
+failures, measured with gevent 26.9 on CPython 3.11: docs/asyncio.md, "gevent and eventlet".
+The asyncio face (one event loop, no services thread) is unaffected.
 """
 
 from __future__ import annotations
