@@ -31,7 +31,7 @@ from typing import Any, TextIO
 import attrs
 
 import syncprims
-from syncprims._embedded import EmbeddedServer, exit_with_parent
+from syncprims._embedded import EmbeddedServer, RedisServer, exit_with_parent, start_embedded
 from syncprims._protocol.kinds import KINDS, make
 from syncprims._transport.sources import client_from_url
 from syncprims.bench.history import Hold, analyse, fifo_fraction, percentile, reader_concurrency
@@ -552,8 +552,6 @@ def main(args: Any) -> int:
         CommandError: no server could be reached or started (before any worker starts), or
             a worker failed.
     """
-    from syncprims._embedded import RedisServer, start_embedded
-
     out = sys.stdout
     urls: list[str] = list(args.url or [])
     if not urls and default_url():
