@@ -17,7 +17,7 @@ import pytest
 import syncprims
 from syncprims._embedded import RedisServer
 from syncprims.cli import main
-from syncprims.cli.inspection import Snapshot, snapshot
+from syncprims.cli.inspection import Snapshot, read
 from tests.harness import cli_process, end_process_group, raw_redis
 from tests.server_groups import RedisClusterSet, SentinelSet
 
@@ -33,7 +33,8 @@ def client(redis_server: RedisServer) -> Iterator[syncprims.Client]:
 def look(url: str, name: str, kind: str | None = None) -> Snapshot:
     r = raw_redis(url)
     try:
-        return snapshot(r, name, kind)
+        with syncprims.connect(r, client_record=False) as client:  # a look writes nothing
+            return read(client, name, kind)
     finally:
         r.close()
 

@@ -27,7 +27,7 @@ from syncprims._protocol.kinds import make
 from syncprims._protocol.stepping import run
 from syncprims.cli._common import CommandError, checked_redis, default_url, redact
 
-__all__ = ["KINDS", "Snapshot", "force_unlock", "main", "read", "snapshot"]
+__all__ = ["KINDS", "Snapshot", "force_unlock", "main", "read"]
 
 KINDS = {kind.name: kind.title for kind in TABLE.values() if kind.inspect}
 """What ``--kind`` accepts, and how each kind is named in the output (from the table of
@@ -114,16 +114,6 @@ def read(client: syncprims.Client, name: str, kind: str | None = None) -> Snapsh
         value = latch.count if redis_type == "string" else None
         return attrs.evolve(base, ttl=latch.ttl, value=value, subscribers=latch.channels)
     return attrs.evolve(base, ttl=client.get_lock(name).remain_time_to_live())
-
-
-def snapshot(r: Any, name: str, kind: str | None = None) -> Snapshot:
-    """:func:`read` with a redis-py client (``Redis`` or ``RedisCluster``); ``r`` stays open.
-
-    Raises:
-        syncprims.SyncPrimsError: Redis could not be read.
-    """
-    with syncprims.connect(r, client_record=False) as client:  # a look writes nothing
-        return read(client, name, kind)
 
 
 # -- showing ----------------------------------------------------------------------------------
