@@ -1,34 +1,8 @@
-"""The errors syncprims raises: one tree with one root.
+"""The errors syncprims raises: one tree with one root, ``SyncPrimsError`` (the tree, what
+each error means and what to do about it: docs/errors.md).
 
-```text
-SyncPrimsError
-├── LockError                        a lock operation refused (attributes: name, owner)
-│   ├── LockNotHeldError             also a RuntimeError: unlock by a non-holder
-│   ├── LockReentryError             also a RuntimeError: a non-reentrant lock acquired again
-│   ├── LockLostError                the watchdog found the lock gone or could not renew it
-│   └── LockTimeoutError             also a TimeoutError: not acquired within its wait time
-├── TransportError                   Redis could not be reached or did not answer
-│   ├── RedisConnectionError         also ConnectionError and redis.exceptions.ConnectionError
-│   └── RedisTimeoutError            also TimeoutError and redis.exceptions.TimeoutError
-├── PermitNotHeldError               also a ValueError: release of an unknown permit id
-├── ReplicaSyncError                 too few replicas acknowledged an acquisition (undone)
-├── ServerReplyError                 Redis answered with an error (script error, ACL, ...)
-│   └── AuthenticationError          the credentials were refused (not retried)
-├── ClientClosedError                also a RuntimeError: the client was shut down
-└── MonkeyPatchedError               also a RuntimeError: the sync face under gevent/eventlet
-```
-
-Bad arguments (negative or NaN durations, empty names, wrong types) raise the builtin
-``ValueError`` / ``TypeError`` before anything is sent to Redis.
-
-Every message is one sentence naming the object (``lock 'orders:42'``). Transport errors are
-translated from redis-py's exceptions at one boundary (the command executor); the original
-is chained as ``__cause__``. The two transport leaves are also redis-py's own
-``ConnectionError`` / ``TimeoutError``, so an application's ``except redis.RedisError`` (or
-``except redis.ConnectionError``) around its Redis work also catches syncprims' failures to
-reach Redis; they mean the same thing there. Lock errors are not redis-py's ``LockError``
-classes: those are ``ValueError``s, ours are ``RuntimeError``s like the standard library's
-(``docs/migrating.md`` maps one to the other).
+Transport errors are translated from redis-py's exceptions at one boundary (the command
+executor); the original is chained as ``__cause__``.
 """
 
 from __future__ import annotations
