@@ -1,36 +1,13 @@
 """The storage side of fencing: refuse a write whose fencing token is lower than the highest
 one the storage has seen (Martin Kleppmann, "How to do distributed locking", 2016; the
-fencing token of Redisson's ``RFencedLock``).
+fencing token of Redisson's ``RFencedLock``), for a value in Redis, atomically (one Lua
+script), with the application's own redis-py client (blocking, asyncio, or a cluster client).
 
-A [`FencedLock`][syncprims.FencedLock] hands each acquisition a token that grows with every
-acquisition. A holder that was paused (a GC pause, a stopped VM) past its lease may wake up
-and write after the next holder did; only the storage can refuse that write, by remembering
-the highest token it has accepted. This module does it for a value in Redis, atomically
-(one Lua script), with the application's own redis-py client (blocking, asyncio, or a
-cluster client):
-
-```python
-token = lock.lock_and_get_token()
-writer = uuid.uuid4().hex  # this hold's own id: it may write again with its token
-try:
-    if not syncprims.fencing.fenced_set(app, "report:42", body, token, writer=writer):
-        ...  # a newer holder wrote first: this holder's view is stale
-finally:
-    lock.unlock()
-```
-
-The highest token is kept beside the value, in ``syncprims_fence:{key}`` (the same cluster
-slot), with the writer that set it (``<token>`` or ``<token>:<writer>``), with no expiry:
-[`clear_fence`][syncprims.fencing.clear_fence] deletes it with the value.
-
-**An equal token is refused unless it comes from the same writer.** Tokens repeat after the
-lock's Redis lost its counter (an empty restart, eviction, a failover; unless the lock uses
-``durable_tokens=True``): a stale holder and the next one may then carry the same token, and
-accepting equal tokens let the stale write win. So one holder writes many times by passing
-the same ``writer=`` (an id of its hold, e.g. ``uuid.uuid4().hex`` made after acquiring);
-without ``writer``, only a strictly higher token than any accepted is written. For a SQL
-database, the same rule is one conditional ``UPDATE`` (docs/fenced-lock.md, "Fenced writes
-in SQL").
+An equal token is refused unless it comes from the same ``writer=`` (tokens repeat after the
+lock's Redis lost its counter). The highest token is kept beside the value, with the writer
+that set it and no expiry ([`fence_key`][syncprims.fencing.fence_key]). How to use it, and
+why: docs/fenced-lock.md, "Fenced writes in Redis" (and "Fenced writes in SQL" for a
+database).
 """
 
 from __future__ import annotations
