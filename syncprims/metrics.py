@@ -16,20 +16,8 @@ Example:
     syncprims.metrics.enable_opentelemetry(MeterProvider(metric_readers=[reader]))
     ```
 
-Instruments, named in OpenTelemetry's semantic-convention style. Each carries the attribute
-``syncprims.lock.kind`` (``lock``, ``fair_lock``, ``fenced_lock``, ``read_lock``,
-``write_lock``); lock names are not attributes, as there is no bound on them.
-
-* ``syncprims.lock.wait.duration`` (histogram, ``s``): from an acquire call to its end, with
-  ``syncprims.lock.outcome``: ``acquired``, ``timeout`` or ``error``.
-* ``syncprims.lock.hold.duration`` (histogram, ``s``): from an owner's first hold of a lock
-  to its last release.
-* ``syncprims.lock.contention`` (counter, ``{attempt}``): acquire attempts that found the
-  lock taken by another owner.
-* ``syncprims.lock.renewals`` (counter, ``{renewal}``): holds renewed by the watchdog; the
-  kind is the renewal family, ``lock`` or ``read_lock``.
-* ``syncprims.lock.losses`` (counter, ``{loss}``): holds the watchdog found lost, with
-  ``syncprims.lock.loss.reason``: a [LossReason][syncprims.LossReason] name in lower case.
+The instruments ([INSTRUMENTS][syncprims.metrics.INSTRUMENTS]), their attributes and units:
+docs/observability.md, "Metrics (OpenTelemetry)".
 """
 
 from __future__ import annotations
