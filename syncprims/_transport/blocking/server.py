@@ -240,9 +240,7 @@ class SyncServer:
                     last: BaseException = error
                 except BaseException as error:
                     self._unclaim()
-                    if isinstance(error, ERRORS.failures):
-                        self.healthy = False
-                        raise self._translate(error, context, sent=False) from error
+                    self._lost(error, context, sent=False)
                     raise
                 else:
                     return conn
@@ -493,9 +491,7 @@ class SyncServer:
             conn.send_packed_command(packed, check_health=False)
         except BaseException as error:
             conn.disconnect()
-            if isinstance(error, ERRORS.failures):
-                self.healthy = False
-                raise self._translate(error, context, sent=False) from error
+            self._lost(error, context, sent=False)
             raise
 
     def receive(
@@ -541,9 +537,7 @@ class SyncServer:
             raise self._translate(error, context, sent=sent) from error
         except BaseException as error:
             conn.disconnect()
-            if isinstance(error, ERRORS.failures):
-                self.healthy = False
-                raise self._translate(error, context, sent=sent) from error
+            self._lost(error, context, sent=sent)
             raise
         self.healthy = True
         return reply
@@ -566,6 +560,13 @@ class SyncServer:
         return translate(
             error, context=context, address=self.address, timeout=self.timeout, sent=sent
         )
+
+    def _lost(self, error: BaseException, context: str, *, sent: bool) -> None:
+        """Raise ``error``'s translation if it is a failure to reach the server (then marked
+        unhealthy); any other error is left for the caller to re-raise as it is."""
+        if isinstance(error, ERRORS.failures):
+            self.healthy = False
+            raise self._translate(error, context, sent=sent) from error
 
     def close(self) -> None:
         """Refuse new calls (``ClientClosedError``) and give the kept connections back to the
