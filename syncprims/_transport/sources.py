@@ -198,8 +198,8 @@ def sync_source(
             lambda: client_from_url(source, timeout=timeout, connect_timeout=connect_timeout),
             source,
         )
-        return _from_sync_object(client, owned=client)
-    return _from_sync_object(source, owned=None)
+        return _from_object(client, owned=client, asynchronous=False)
+    return _from_object(source, owned=None, asynchronous=False)
 
 
 def _kinds(asynchronous: bool) -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
@@ -233,22 +233,6 @@ def _display(obj: object) -> str:
     return f"{module.partition('.')[0]}{face}.{type(obj).__name__}"
 
 
-def _from_sync_object(source: object, *, owned: Any) -> Source:
-    clients, pools, clusters = _kinds(asynchronous=False)
-    if isinstance(source, clients):
-        return _pool_source(source.connection_pool, owned)  # type: ignore[attr-defined]
-    if isinstance(source, pools):
-        return _pool_source(source, owned)
-    if isinstance(source, clusters):
-        return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[attr-defined]
-    if isinstance(source, sum(_kinds(asynchronous=True), ())):
-        raise TypeError(
-            f"{_display(source)} is an asyncio client object: pass it to "
-            "syncprims.asyncio.connect(), or pass syncprims.connect() a blocking client"
-        )
-    raise TypeError(f"syncprims.connect() takes {ACCEPTED}; got {type(source).__name__}")
-
-
 async def async_source(
     source: object, *, timeout: float | None = None, connect_timeout: float | None = None
 ) -> Source:
@@ -277,27 +261,44 @@ async def async_source(
 
 
 async def _from_async_object(source: object, *, owned: Any) -> Source:
-    clients, pools, clusters = _kinds(asynchronous=True)
-    if isinstance(source, clients):
-        return _pool_source(source.connection_pool, owned)  # type: ignore[attr-defined]
-    if isinstance(source, pools):
-        return _pool_source(source, owned)
-    if isinstance(source, clusters):
+    if isinstance(source, _kinds(asynchronous=True)[2]):
         try:
             await source.initialize()  # type: ignore[attr-defined]  # loads the slot map
         except ERRORS.failures as error:
             raise RedisConnectionError(
                 f"no node of the cluster answered: {error}", maybe_executed=False
             ) from error
+    return _from_object(source, owned=owned, asynchronous=True)
+
+
+_FACES = {  # a face's kind of client, its connect() and what that takes
+    False: ("a blocking", "syncprims.connect()", ACCEPTED),
+    True: ("an asyncio", "syncprims.asyncio.connect()", ASYNC_ACCEPTED),
+}
+
+
+def _from_object(source: object, *, owned: Any, asynchronous: bool) -> Source:
+    """The :class:`Source` of a client, pool or cluster (its slot map loaded) of one face.
+
+    Raises:
+        TypeError: ``source`` is of the other face, or of no accepted type (the message
+            names them).
+    """
+    clients, pools, clusters = _kinds(asynchronous)
+    if isinstance(source, clients):
+        return _pool_source(source.connection_pool, owned)  # type: ignore[attr-defined]
+    if isinstance(source, pools):
+        return _pool_source(source, owned)
+    if isinstance(source, clusters):
         return _cluster_source(source, source.get_connection_kwargs(), owned)  # type: ignore[attr-defined]
-    if isinstance(source, sum(_kinds(asynchronous=False), ())):
+    kind, connect, accepted = _FACES[asynchronous]
+    if isinstance(source, sum(_kinds(not asynchronous), ())):
+        other, other_connect, _ = _FACES[not asynchronous]
         raise TypeError(
-            f"{_display(source)} is a blocking client object: pass it to "
-            "syncprims.connect(), or pass syncprims.asyncio.connect() an asyncio client"
+            f"{_display(source)} is {other} client object: pass it to {other_connect}, or "
+            f"pass {connect} {kind} client"
         )
-    raise TypeError(
-        f"syncprims.asyncio.connect() takes {ASYNC_ACCEPTED}; got {type(source).__name__}"
-    )
+    raise TypeError(f"{connect} takes {accepted}; got {type(source).__name__}")
 
 
 def close_source(source: Source) -> None:
