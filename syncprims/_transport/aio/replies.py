@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 __all__ = ["DirectReplies", "direct_replies", "read_in_callback"]
 
 log = logging.getLogger("syncprims.transport")
@@ -116,29 +118,20 @@ def direct_replies(conn: Any) -> DirectReplies | None:
     return DirectReplies(parser, none, push, broken)
 
 
+@attrs.define(eq=False)
 class _ReplyProtocol(asyncio.Protocol):
     """The protocol of a connection whose replies are parsed as the bytes arrive (see
     :func:`read_in_callback`); everything but the bytes still reaches the library's own
     protocol, so that its stream sees the end of the connection and ``disconnect()`` (which
     waits for the close) works as before."""
 
-    def __init__(
-        self,
-        replies: DirectReplies,
-        original: Any,
-        *,
-        on_reply: Callable[[Any], None],
-        on_lost: Callable[[BaseException], None],
-        spawn: Callable[[Any], None],
-        push_replies: frozenset[bytes],
-    ) -> None:
-        self._replies = replies
-        self._original = original
-        self._on_reply = on_reply
-        self._on_lost = on_lost
-        self._spawn = spawn
-        self._push_replies = push_replies
-        self._lost = False
+    _replies: DirectReplies
+    _original: Any
+    _on_reply: Callable[[Any], None] = attrs.field(kw_only=True)
+    _on_lost: Callable[[BaseException], None] = attrs.field(kw_only=True)
+    _spawn: Callable[[Any], None] = attrs.field(kw_only=True)
+    _push_replies: frozenset[bytes] = attrs.field(kw_only=True)
+    _lost: bool = attrs.field(default=False, init=False)
 
     def data_received(self, data: bytes) -> None:
         if self._lost:
