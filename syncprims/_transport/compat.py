@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import logging
 import math
 import sys
 from collections.abc import Callable
@@ -60,12 +59,11 @@ import redis
 import redis.asyncio
 import redis.exceptions
 
-log = logging.getLogger("syncprims.transport")
-
 __all__ = [
     "ERRORS",
     "POOLS",
     "PoolExhaustedError",
+    "adrop",
     "agive",
     "aread",
     "astale",
@@ -273,6 +271,13 @@ def write_now(conn: Any, chunks: list[Any]) -> None:
 async def agive(pool: Any, conn: Any) -> None:
     """Give a connection back to its asyncio pool."""
     await pool.release(conn)
+
+
+async def adrop(conn: Any) -> None:
+    """Close an asyncio connection at once, not waiting for its socket (a failure: it was
+    already broken)."""
+    with contextlib.suppress(Exception):
+        await conn.disconnect(nowait=True)
 
 
 async def aread(conn: Any, *, push_request: bool = True) -> Any:

@@ -49,7 +49,7 @@ from typing import Any
 from syncprims._protocol.contracts import Orphan
 from syncprims._transport.aio.deadlines import Deadlines
 from syncprims._transport.aio.replies import direct_replies, read_in_callback
-from syncprims._transport.compat import ERRORS, aread, at_eof, write_now
+from syncprims._transport.compat import ERRORS, adrop, aread, at_eof, write_now
 
 __all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError", "undo_orphan"]
 
@@ -271,7 +271,7 @@ class MuxConnection:
             if self._closed:  # shut down meanwhile
                 raise ConnectionError("the client is shut down")
         except BaseException as error:
-            self._spawn(_disconnect(wire.conn))  # a half-open socket (AUTH, HELLO...)
+            self._spawn(adrop(wire.conn))  # a half-open socket (AUTH, HELLO...)
             gone = isinstance(error, asyncio.CancelledError)
             opening.set_exception(_OpenerGoneError() if gone else error)
             opening.exception()  # retrieved: the waiters re-raise their own copy
@@ -427,7 +427,7 @@ class MuxConnection:
         wire.waiting.clear()
         for slot in waiting:
             _fail(slot, BrokenError(error, sent=True))
-        self._spawn(_disconnect(wire.conn))
+        self._spawn(adrop(wire.conn))
 
     def _spawn(self, coro: Any) -> None:
         task = self._loop.create_task(coro)
@@ -446,7 +446,7 @@ class MuxConnection:
             if wire.reader is not None:
                 with contextlib.suppress(BaseException):
                     await wire.reader
-            await _disconnect(wire.conn)
+            await adrop(wire.conn)
 
 
 async def undo_orphan(on_orphan: Orphan, reply: Any) -> None:
@@ -461,11 +461,6 @@ async def undo_orphan(on_orphan: Orphan, reply: Any) -> None:
 def _fail(slot: Slot, error: BrokenError) -> None:
     if not slot.future.done():
         slot.future.set_exception(error)
-
-
-async def _disconnect(conn: Any) -> None:
-    with contextlib.suppress(Exception):
-        await conn.disconnect(nowait=True)
 
 
 class Multiplexer:

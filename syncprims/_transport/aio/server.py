@@ -54,6 +54,7 @@ from syncprims._transport.cluster import ClusterRouter
 from syncprims._transport.compat import (
     ERRORS,
     PoolExhaustedError,
+    adrop,
     agive,
     aread,
     astale,
@@ -359,7 +360,7 @@ class AsyncServer:
             except asyncio.CancelledError:
                 timed_out = deadlines.timed_out(key)
                 if first is not _NOTHING and timed_out:  # then's reply did not come in time
-                    await _drop(conn)
+                    await adrop(conn)
                     late = self._translate(TimeoutError(), context, sent=True)
                     return first, late
                 if conn is not None and sent and on_orphan is not None:
@@ -367,7 +368,7 @@ class AsyncServer:
                     if first is _NOTHING:
                         self._spawn(self._finish_orphan(conn, on_orphan, skip=then is not None))
                     else:  # only then's reply is missing: hand the script's over
-                        await _drop(conn)
+                        await adrop(conn)
                         await self._release(conn)
                         self.hand_over(first, on_orphan)
                 if timed_out:
@@ -377,7 +378,7 @@ class AsyncServer:
             raise self._translate(error, context, sent=sent) from error
         except BaseException as error:
             if keep and conn is not None:
-                await _drop(conn)
+                await adrop(conn)
             if isinstance(error, ERRORS.failures):
                 raise self._translate(error, context, sent=sent) from error
             raise
@@ -407,7 +408,7 @@ class AsyncServer:
         except ERRORS.response as error:
             return self._translate(error, context, sent=True)
         except ERRORS.failures as error:
-            await _drop(conn)
+            await adrop(conn)
             return self._translate(error, context, sent=True)
 
     async def _skip(self, conn: Any) -> None:
@@ -518,14 +519,14 @@ class AsyncServer:
             reply = _NOTHING  # an error reply: nothing happened
         except (Exception, asyncio.CancelledError) as error:
             gone: BaseException = TimeoutError() if deadlines.timed_out(key) else error
-            await _drop(conn)
+            await adrop(conn)
             await self._release(conn)
             log.warning("the reply of an abandoned call never came (%r); its lease bounds it", gone)
             return
         finally:
             deadlines.finish(key)
         if skip:
-            await _drop(conn)  # then's reply is still on the way: do not reuse it
+            await adrop(conn)  # then's reply is still on the way: do not reuse it
         await self._release(conn)
         if reply is not _NOTHING:
             await undo_orphan(on_orphan, reply)
@@ -599,8 +600,3 @@ class AsyncRouter(ClusterRouter[AsyncServer]):
             ),
         )
         return result
-
-
-async def _drop(conn: Any) -> None:
-    with contextlib.suppress(Exception):  # already broken
-        await conn.disconnect(nowait=True)
