@@ -4,7 +4,7 @@ redis-py keeps the slot map (its ``NodesManager``: ``CLUSTER SLOTS`` at start, `
 corrections, re-initialization) and one connection pool per node; syncprims uses both. What
 stays here is the routing loop around *one attempt* of a call: ``RedisCluster``'s own
 ``execute_command`` re-sends a command after a connection error or a timeout, which an
-acquire script must never be (see :mod:`syncprims._transport.blocking.server`).
+acquire script must never be (``docs/design.md``, "One attempt per command").
 
 * A call goes to the node of its first key's slot (every key of one object shares a hash tag,
   so one slot).

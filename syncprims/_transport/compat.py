@@ -1,7 +1,7 @@
 """The version shim: the one place syncprims touches a client library's connection internals.
 
 syncprims drives the connections of the application's own client directly (one attempt per
-command, replies as bytes, its own deadlines: see :mod:`syncprims._transport.blocking.server`).
+command, replies as bytes, its own deadlines: ``docs/design.md``, "One attempt per command").
 Those internals differ between the client libraries and versions it accepts, redis-py 5.0 to 8.x
 and valkey-py 6.x (a redis-py fork); everything else in the transport speaks only this
 module's version-neutral interface:

@@ -1,39 +1,16 @@
 """Many callers on one connection: the asyncio face's multiplexed commands (Redisson's
 ``CommandAsyncExecutor``, Lettuce's shared connection, ioredis' auto-pipelining).
 
-A :class:`Multiplexer` owns a few connections of its own to one server (made with the
-caller's pool's settings: host, TLS, credentials, database, client name; never taken from
-the pool, so the application's pool is never drained by lock users). A call appends its
-packed command to the connection's out-box and awaits a future; everything queued in one
-turn of the event loop is written with one ``writelines`` (auto-pipelining; a call that
-finds the connection idle, nothing in flight and nothing queued, is written at once, a loop
-turn sooner, and the calls that come while its reply is out are batched), and the replies,
-which Redis sends in order, resolve the callers' futures in that order: parsed by the event
-loop's callback as the bytes arrive where redis-py's hiredis parser allows it
-(:mod:`~syncprims._transport.aio.replies`), else by one reader task per connection. So N
-concurrent tasks cost N futures, not N connections, checkouts and syscall pairs.
-
-Rules that keep it exact:
-
-* **In order, one slot per call.** A slot records how many replies its call expects (two
-  after ``ASKING``); a reply always goes to the oldest slot still waiting.
-* **Cancellation never desynchronises the connection.** A caller that goes away (cancelled,
-  or its deadline passed) leaves its slot in place; the reader reads its reply and drops it,
-  or hands a script's reply to the call's ``on_orphan`` (a lock taken by an abandoned
-  acquire is released that way, as on the per-call path).
-* **A broken connection fails every call on it**, each with ``maybe_executed`` true when
-  its command had been written (exactly as one call's lost reply on the per-call path); the
-  next call opens a new connection.
-* **Deadlines in the slots**: each call's deadline is kept in its slot and swept by the
-  server's :class:`~syncprims._transport.aio.deadlines.Deadlines` (no timer and no task per
-  call, [hot-8]); a slot past it ends with :class:`SlotTimeoutError`.
-* **A silent server**: when a call's deadline passes while its slot is still waiting, the
-  replies behind it cannot come sooner: that connection is retired (new calls go to a new
-  one at once) and its reader goes on reading the late replies of the calls written on it,
-  handing an abandoned acquire's to its ``on_orphan``, for up to the late-reply timeout.
-* **Blocking commands stay off it**: ``BLPOP``, a script followed by ``WAIT`` and other calls
-  with a timeout of their own keep the per-call path (a connection each), as do
-  subscriptions (the pub/sub reader's connection).
+A :class:`Multiplexer` owns a few connections of its own to one server, made with the
+caller's pool's settings. A call appends its packed command to a connection's out-box and
+awaits its :class:`Slot`'s future; Redis's in-order replies resolve the slots in order,
+parsed in the event loop's callback where :mod:`~syncprims._transport.aio.replies` can,
+else by one reader task per connection. The rules that keep it exact (one slot per call,
+cancellation never desynchronising the stream, a broken connection failing every call on
+it, deadlines in the slots swept by the server's
+:class:`~syncprims._transport.aio.deadlines.Deadlines`, a silent server's connection
+retired, commands with a timeout of their own kept off): ``docs/design.md``, "Shared
+connections in the asyncio face".
 """
 
 from __future__ import annotations
@@ -137,9 +114,8 @@ class _Wire:
 
 class MuxConnection:
     """One shared connection: an out-box, the current wire and its reader (a task, or the
-    event loop's callback); a wire whose server went silent is retired (the module
-    docstring's "a silent server"), its late replies read for up to ``orphan_timeout``
-    seconds."""
+    event loop's callback); a wire whose server went silent is retired, its late replies
+    read for up to ``orphan_timeout`` seconds."""
 
     def __init__(
         self,

@@ -10,9 +10,8 @@ mechanism.
   the redis-py pool the client was built on (for a cluster node, the node's own connection
   list), so the caller's settings apply; up to 8 stay checked out between calls ([hot-7]).
 
-Each call is one attempt (see :mod:`syncprims._transport.blocking.server` for why redis-py's
-retrying ``execute_command`` is not used for scripts), with replies as bytes whatever
-``decode_responses``; every use of a connection goes through
+Each call is one attempt, with replies as bytes whatever ``decode_responses``
+(``docs/design.md``, "One attempt per command"); every use of a connection goes through
 :mod:`syncprims._transport.compat`, which hides where redis-py versions differ. Deadlines
 are the server's :class:`~syncprims._transport.aio.deadlines.Deadlines` (in the slot of a
 shared call; for a task's await on a pooled connection): no timer per call.

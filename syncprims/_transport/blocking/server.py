@@ -1,29 +1,11 @@
-"""Single-attempt commands over the connections of a blocking redis-py pool.
+"""Single-attempt commands over the connections of a blocking redis-py pool (the one the
+client was built on, so its settings, fork check and stale-connection check apply).
 
-Connections come from the redis-py ``ConnectionPool`` the client was built on (the caller's,
-or one made from a URL): ``get_connection()`` / ``release()``, so the pool's settings (TLS,
-credentials, database, client name, socket timeouts, its size and blocking behaviour) apply,
-and its fork check and stale-connection check run. What syncprims does itself, and why:
-
-* **One attempt per command.** redis-py's ``Redis.execute_command`` (and so ``evalsha``,
-  ``Script``, ``RedisCluster``) re-sends a command after a connection error or a timeout
-  (its default ``Retry``). An acquire script whose reply was lost would then run twice and
-  count the hold twice (Redisson bug #7367; ``tests/test_redis_py_fit.py`` reproduces it
-  through a proxy that drops one reply). So the transport writes the command on a pooled
-  connection and reads its reply once (``send_packed_command`` / ``read_response``, through
-  :mod:`syncprims._transport.compat`, which hides where redis-py versions differ), and
-  the core decides from :attr:`~syncprims.errors.TransportError.maybe_executed` what may be
-  retried.
-* **EVALSHA, then SCRIPT LOAD and EVALSHA again on NOSCRIPT** on the same connection: a
-  NOSCRIPT reply means the script did not run, so that second send is safe (redis-py's
-  ``Script`` does the same, but through the retrying path).
-* **Replies as bytes**, whatever the client's ``decode_responses`` (``read_response(
-  disable_decoding=True)``), and a per-read deadline when the client's own socket timeout
-  is longer than syncprims' ``timeout`` or unset.
-
-* **Connections kept between calls** ([hot-7]), each checked for a server-side close or
-  unread data before use (:func:`stale`; one ``select`` for all of a fan-out's,
-  :func:`stale_among`, [hot-6]).
+Why a command is written once and its reply read once (not through redis-py's retrying
+``execute_command``), ``SCRIPT LOAD`` on ``NOSCRIPT``, replies as bytes with a per-read
+deadline, and the connections kept between calls within a share of the pool:
+``docs/design.md``, "One attempt per command". Every use of a connection's internals goes
+through :mod:`syncprims._transport.compat`.
 
 The methods are ``async def`` so that the shared core can await them, but they never
 suspend: they block the calling thread and return, which lets the sync face run the core
@@ -201,21 +183,13 @@ class SyncServer:
     # -- connections --------------------------------------------------------------------------
 
     def checkout(self, context: str) -> Any:
-        """A connected connection: one this server kept from an earlier call, else the pool's.
+        """A connected connection: one this server kept from an earlier call (up to
+        ``_IDLE_CAP``, over a plain ``ConnectionPool`` only: [hot-7]), else the pool's.
 
-        Up to ``_IDLE_CAP`` connections go back to a list here instead of the pool
-        ([hot-7]); the pool still counts them as in use, the same stale check runs, and they
-        return to the pool at :meth:`close` or in a forked child never. A
-        ``BlockingConnectionPool`` (a size the application waits on), a Sentinel pool (which
-        re-checks the master on release) and any other subclass get every connection
-        straight back.
-
-        syncprims holds at most :attr:`share` of the pool's connections at once (kept ones
-        included; :func:`pool_share`), so that the application's own commands always find
-        one: a thread past the share waits for one of them to come back. A full pool (a
-        ``ConnectionPool`` at ``max_connections``, a ``BlockingConnectionPool`` whose own
-        wait ran out) is load, not an error either: the call waits for a connection, taking
-        again with a short back-off. Both waits together last at most the reply timeout.
+        At most :attr:`share` of the pool's connections are held at once (:func:`pool_share`),
+        and a full pool is load, not an error: both waits together last at most the reply
+        timeout (``docs/design.md``, "One attempt per command"). In a forked child the
+        parent's kept connections are never used.
 
         Raises:
             ClientClosedError: after :meth:`close`.
