@@ -2,46 +2,13 @@
 
 syncprims drives the connections of the application's own client directly (one attempt per
 command, replies as bytes, its own deadlines: ``docs/design.md``, "One attempt per command").
-Those internals differ between the client libraries and versions it accepts, redis-py 5.0 to 8.x
-and valkey-py 6.x (a redis-py fork); everything else in the transport speaks only this
-module's version-neutral interface:
-
-===============================  =========================================================
-operation                        where the libraries differ, and the fallback taken
-===============================  =========================================================
-:func:`take` / :func:`atake`     ``get_connection()`` needs a command name in redis-py
-                                 < 5.3 and valkey-py 6 (newer ones warn when given one):
-                                 the name is passed only where the signature requires it.
-:func:`give` / :func:`agive`     the same in every version (``pool.release(conn)``).
-:func:`read`                     ``read_response(timeout=...)`` exists from redis-py 8.0
-                                 on; before (and in valkey-py) the socket's timeout is
-                                 set around the read and restored after it, which is what
-                                 redis-py 8 itself does inside its parser.
-:func:`read_message`             ``can_read()`` before redis-py 8 (and in valkey-py)
-                                 pre-reads the next reply, decoded when the client has
-                                 ``decode_responses=True``: it is encoded back to bytes.
-:func:`aread`                    the same call in every version: ``timeout=math.inf``
-                                 means "no timer" to redis-py 8 and an unbounded timer to
-                                 older ones (the caller bounds the call itself). redis-py
-                                 5.0's asyncio hiredis parser ignores ``disable_decoding``
-                                 (5.3 honours it, with the same signature): a reply read
-                                 as text from a ``decode_responses=True`` connection is
-                                 encoded back to bytes.
-``aio.replies``                  replies parsed in the protocol callback where the parser
-                                 allows it (:mod:`syncprims._transport.aio.replies`).
-:func:`astale`                  redis-py 8's asyncio ``can_read()`` is
-                                 ``can_read_destructive()`` before 8.0 and in valkey-py:
-                                 it may consume a byte, so it is asked only of a
-                                 connection that is dropped when the answer is yes.
-:data:`ERRORS`                   valkey-py's exception classes are not redis-py's: each
-                                 family is a tuple of both once valkey-py is in use
-                                 (:func:`use_valkey`), so ``except ERRORS.response`` and
-                                 ``isinstance(error, ERRORS.timeout)`` catch either.
-===============================  =========================================================
-
-Which path a connection takes is decided once per connection (or pool) class, from its
-method's signature, never from a version number; ``tests/test_compat.py`` runs both paths on
-every redis-py, and CI runs the real-server suite on each redis-py line (docs/compatibility.md).
+Those internals differ between the client libraries and versions it accepts, redis-py 5.0.1
+to 8.x and valkey-py 6.x (a redis-py fork); everything else in the transport speaks only
+this module's version-neutral interface. Where a library lacks something, a function takes
+a fallback, chosen once per connection (or pool) class from its method's signature, never
+from a version number; the fallbacks, the tests that take each on every redis-py
+(``tests/test_compat.py``) and the matrix cells that take them for real:
+``docs/compatibility.md``, "Where the versions differ".
 """
 
 from __future__ import annotations
@@ -153,7 +120,8 @@ def _exhausted(error: BaseException) -> bool:
 
 
 def take(pool: Any) -> Any:
-    """A connection from a blocking pool (``pool.get_connection()``).
+    """A connection from a blocking pool (``pool.get_connection()``, given a command name
+    only where its signature requires one: redis-py < 5.3, valkey-py 6).
 
     Raises:
         PoolExhaustedError: the pool has no free connection (load: take again later).
@@ -194,7 +162,9 @@ def give(pool: Any, conn: Any) -> None:
 
 def read(conn: Any, timeout: float | None) -> Any:
     """Read one reply as bytes (push messages included, for RESP3), waiting at most
-    ``timeout`` seconds (``None``: the connection's own socket timeout).
+    ``timeout`` seconds (``None``: the connection's own socket timeout). Before redis-py 8
+    (and in valkey-py) ``read_response`` takes no timeout: the socket's is set around the
+    read and restored after it, as redis-py 8 does inside its parser.
 
     Raises:
         What ``read_response`` raises: the library's ``TimeoutError`` when no reply came in
@@ -225,8 +195,9 @@ def readable(conn: Any, timeout: float) -> bool:
 
 def read_message(conn: Any) -> Any:
     """Read one pub/sub reply (a message, a confirmation) as bytes, after :func:`readable`;
-    one ``can_read`` decoded (the module docstring) is encoded again, as UTF-8 (every name
-    syncprims publishes on is)."""
+    one that ``can_read()`` pre-read decoded (before redis-py 8, and in valkey-py, with
+    ``decode_responses=True``) is encoded again, as UTF-8 (every name syncprims publishes on
+    is)."""
     reply = read(conn, None)
     # A list, or a RESP3 push message (hiredis' PushNotification, a list subclass).
     if isinstance(reply, list) and reply and isinstance(reply[0], str):
@@ -282,7 +253,8 @@ async def adrop(conn: Any) -> None:
 
 async def aread(conn: Any, *, push_request: bool = True) -> Any:
     """Read one reply as bytes, with no deadline of the library's own (the caller bounds
-    the call); an error reply does not disconnect. ``push_request=False``: a RESP3 push
+    the call: ``timeout=math.inf`` is no timer to redis-py 8, an unbounded one to older
+    versions); an error reply does not disconnect. ``push_request=False``: a RESP3 push
     message (not a reply) goes to the library's push handlers and the read goes on to the
     reply (for a connection whose replies are matched in order: the multiplexer).
 
@@ -310,7 +282,7 @@ async def aread(conn: Any, *, push_request: bool = True) -> Any:
         if failed is not None:
             raise ConnectionError(f"error while reading: {failed!r}") from failed
     encoder = getattr(conn, "encoder", None)
-    if encoder is not None and encoder.decode_responses:  # decoded anyway? (module docstring)
+    if encoder is not None and encoder.decode_responses:  # redis-py 5.0's hiredis decodes anyway
         return _as_bytes(reply, encoder.encoding, encoder.encoding_errors)
     return reply
 

@@ -1,24 +1,18 @@
-"""The asyncio face's fan-out: scripts on several servers at once, on the caller's loop.
+"""The asyncio face's fan-out: scripts on several servers at once, on the caller's loop
+(``docs/design.md``, "Several servers at once": each call queued on its server's shared
+connection without a task or an await, [hot-9], with the server's deadline, [hot-8]; one
+future woken by the slots' done-callbacks; the calls still out once ``enough`` held and
+its grace, ``_protocol.quorum.grace_end``, is over left to their servers).
 
-Each call is a core :class:`~syncprims._protocol.contracts.Call` paired with the
-:class:`~syncprims._transport.aio.server.AsyncServer` it goes to (the executor routes it).
-A call whose server has an open shared connection is queued on it at once, without a task
-or an await (:meth:`AsyncServer.submit`), so every fan-out of a loop turn goes out in one
-write per server ([hot-9]); the slot's deadline is the server's (no timer per fan-out:
-[hot-8]). Any other call is a task (:meth:`AsyncServer.eval`): a server with no shared
-connection open, a script not loaded yet (the task loads it), and a server still finishing
-a call an earlier fan-out left there (a sick quorum member: a ``skip_if_busy`` call fails at
-once, not run; another waits for those calls first). Each slot's and task's done callback
-records its outcome, and one future wakes the fan-out when the replies it needs are in.
-
-With ``enough``, the wait stops once ``enough(replies so far)`` holds and the grace after
-it is over (``_protocol.quorum.grace_end``, as the blocking fan-out); the calls still out
-are left to their servers (:meth:`AsyncServer.leave_late`), whose late replies go to their
-``on_orphan``. A caller cancelled meanwhile undoes the attempts that answered, abandons
-those in flight (their replies go to ``on_orphan``) and leaves a release (a call that is
-never skipped) to finish, as after ``enough``: one cancelled before it was written would
-leave its hold to the lease. A cluster redirection comes back as a ``ClusterRedirectError``
-for the executor to follow (``cluster.follow``).
+A call is a task instead (:meth:`AsyncServer.eval`) when its server has no shared
+connection open, its script is not loaded yet (the task loads it), or its server still
+finishes a call an earlier fan-out left there (a sick quorum member: a ``skip_if_busy``
+call fails at once, not run; another waits for those calls first). A caller cancelled
+meanwhile undoes the attempts that answered, abandons those in flight (their replies go to
+``on_orphan``) and leaves a release (a call that is never skipped) to finish, as after
+``enough``: one cancelled before it was written would leave its hold to the lease. A
+cluster redirection comes back as a ``ClusterRedirectError`` for the executor to follow
+(``cluster.follow``).
 """
 
 from __future__ import annotations
