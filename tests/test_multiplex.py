@@ -348,7 +348,7 @@ async def test_replies_are_parsed_in_the_event_loops_callback(
         lock = client.get_lock(name)
         assert await lock.try_lock(lease_time=30)
         transport: Any = client._ex.transport
-        shared = transport._mux.connections[0]
+        shared = transport._mux[0]
         wire = shared._wire
         if direct_replies(wire.conn) is None:
             pytest.skip("this redis-py or hiredis has no reader this code knows")

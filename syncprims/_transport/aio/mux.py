@@ -1,13 +1,13 @@
 """Many callers on one connection: the asyncio face's multiplexed commands (Redisson's
 ``CommandAsyncExecutor``, Lettuce's shared connection, ioredis' auto-pipelining).
 
-A :class:`Multiplexer` owns a few connections of its own to one server, made with the
-caller's pool's settings. A call appends its packed command to a connection's out-box and
-awaits its :class:`Slot`'s future; Redis's in-order replies resolve the slots in order,
-parsed in the event loop's callback where :mod:`~syncprims._transport.aio.replies` can,
-else by one reader task per connection. The rules that keep it exact (one slot per call,
-cancellation never desynchronising the stream, a broken connection failing every call on
-it, deadlines in the slots swept by the server's
+A server has a few shared connections (:class:`MuxConnection`) of its own, made with the
+caller's pool's settings; a call takes the one with the fewest calls on it, appends its
+packed command to its out-box and awaits its :class:`Slot`'s future. Redis's in-order
+replies resolve the slots in order, parsed in the event loop's callback where
+:mod:`~syncprims._transport.aio.replies` can, else by one reader task per connection. The
+rules that keep it exact (one slot per call, cancellation never desynchronising the stream,
+a broken connection failing every call on it, deadlines in the slots swept by the server's
 :class:`~syncprims._transport.aio.deadlines.Deadlines`, a silent server's connection
 retired, commands with a timeout of their own kept off): ``docs/design.md``, "Shared
 connections in the asyncio face".
@@ -28,7 +28,7 @@ from syncprims._transport.aio.deadlines import Deadlines
 from syncprims._transport.aio.replies import direct_replies, read_in_callback
 from syncprims._transport.compat import ERRORS, adrop, aread, at_eof, write_now
 
-__all__ = ["BrokenError", "MuxConnection", "Multiplexer", "Slot", "SlotTimeoutError", "undo_orphan"]
+__all__ = ["BrokenError", "MuxConnection", "Slot", "SlotTimeoutError", "undo_orphan"]
 
 log = logging.getLogger("syncprims.transport")
 
@@ -437,35 +437,3 @@ async def undo_orphan(on_orphan: Orphan, reply: Any) -> None:
 def _fail(slot: Slot, error: BrokenError) -> None:
     if not slot.future.done():
         slot.future.set_exception(error)
-
-
-class Multiplexer:
-    """The shared connections of one server (``size`` of them; a call takes the one with
-    the fewest calls on it)."""
-
-    def __init__(
-        self,
-        make_connection: Callable[[], Any],
-        size: int,
-        *,
-        loop: asyncio.AbstractEventLoop,
-        background: set[asyncio.Task[Any]],
-        orphan_timeout: float,
-        deadlines: Deadlines,
-    ) -> None:
-        self.connections = [
-            MuxConnection(make_connection, loop, background, orphan_timeout, deadlines)
-            for _ in range(size)
-        ]
-
-    def pick(self) -> MuxConnection:
-        """The connection with the fewest calls on it."""
-        connections = self.connections
-        if len(connections) == 1:
-            return connections[0]
-        return min(connections, key=lambda c: c.load)
-
-    async def aclose(self) -> None:
-        """Close every connection."""
-        for connection in self.connections:
-            await connection.aclose()

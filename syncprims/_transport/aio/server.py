@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 from asyncio import get_running_loop
 from collections.abc import Coroutine
 from typing import Any
@@ -43,7 +44,6 @@ from syncprims._protocol.wire import pack
 from syncprims._transport.aio.deadlines import Deadlines, bind_loop
 from syncprims._transport.aio.mux import (
     BrokenError,
-    Multiplexer,
     MuxConnection,
     Slot,
     SlotTimeoutError,
@@ -72,6 +72,7 @@ log = logging.getLogger("syncprims.transport")
 _IDLE_CAP = 8  # connections a server keeps checked out between calls [hot-7]
 _NOTHING: Any = object()  # no reply read yet
 _ASKING = pack(("ASKING",))
+_LOAD = operator.attrgetter("load")  # a shared connection's calls: the fewest is picked
 
 
 class _NoScript:
@@ -113,7 +114,7 @@ class AsyncServer:
     ) -> None:
         self.pool = pool
         self._shared = shared
-        self._mux: Multiplexer | None = None
+        self._mux: list[MuxConnection] | None = None  # the shared connections
         self.address = address
         self.timeout = timeout
         self._orphan_timeout = max(timeout, orphan_timeout)
@@ -144,20 +145,23 @@ class AsyncServer:
             deadlines = self._deadlines = Deadlines(loop, self.timeout)
         return deadlines
 
-    def _multiplexer(self) -> Multiplexer:
+    def _multiplexer(self) -> list[MuxConnection]:
         mux = self._mux
         if mux is None:
             deadlines = self._bind()
             pool = self.pool
-            assert self._loop is not None
-            mux = self._mux = Multiplexer(
-                lambda: own_connection(pool),
-                self._shared,
-                loop=self._loop,
-                background=self._background,
-                orphan_timeout=self._orphan_timeout,
-                deadlines=deadlines,
-            )
+            loop = self._loop
+            assert loop is not None
+            mux = self._mux = [
+                MuxConnection(
+                    lambda: own_connection(pool),
+                    loop,
+                    self._background,
+                    self._orphan_timeout,
+                    deadlines,
+                )
+                for _ in range(self._shared)
+            ]
         return mux
 
     # -- calls --------------------------------------------------------------------------------
@@ -239,7 +243,7 @@ class AsyncServer:
             self._bind()  # another loop raises; after a fork, binds the running one
             loop = get_running_loop()
         mux = self._mux or self._multiplexer()
-        connection = mux.pick()
+        connection = mux[0] if len(mux) == 1 else min(mux, key=_LOAD)
         deadline = loop.time() + self.timeout
         if connection.open_conn() is None:
             await self._open(connection, context, deadline)
@@ -432,7 +436,7 @@ class AsyncServer:
         if not self._shared or self._closed:
             return False
         mux = self._mux
-        return mux is not None and all(c.open_conn() is not None for c in mux.connections)
+        return mux is not None and all(c.open_conn() is not None for c in mux)
 
     def submit(self, call: Call) -> Slot | None:
         """Queue ``call``'s command on a shared connection now, without a task or an await,
@@ -443,7 +447,7 @@ class AsyncServer:
         loop = self._loop
         if mux is None or self._closed or loop is None or get_running_loop() is not loop:
             return None
-        connection = mux.pick()
+        connection = mux[0] if len(mux) == 1 else min(mux, key=_LOAD)
         if connection.open_conn() is None:
             return None
         chunks = pack(call.script_call.command())
@@ -549,8 +553,8 @@ class AsyncServer:
         """Give the connections kept between calls back to the pool, and close the shared
         ones (after :meth:`close`)."""
         mux, self._mux = self._mux, None
-        if mux is not None:
-            await mux.aclose()
+        for connection in mux or ():
+            await connection.aclose()
         if self._deadlines is not None:
             self._deadlines.close()
         while self._idle:
