@@ -118,6 +118,31 @@ def raw_command(client: redis.Redis, *args: str | int) -> Any:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
+def debug_sleep(url: str, seconds: float) -> threading.Thread:
+    """Start ``DEBUG SLEEP seconds`` on the server at ``url`` from a thread, and return once
+    the server is asleep (a probe's ``PING`` goes unanswered for 50 ms), so that a command
+    sent next waits for the sleep however late the thread was scheduled. Join the thread."""
+
+    def sleep() -> None:
+        with redis.Redis.from_url(url) as sleeper:
+            raw_command(sleeper, "DEBUG", "SLEEP", str(seconds))
+
+    thread = threading.Thread(target=sleep)
+    thread.start()
+    probe = redis.Redis.from_url(url, socket_timeout=0.05)
+    deadline = time.monotonic() + 5
+    try:
+        while time.monotonic() < deadline:
+            try:
+                probe.ping()
+            except redis.TimeoutError:
+                return thread  # asleep: the PING's reply comes after the sleep, unread
+            time.sleep(0.01)
+        raise AssertionError(f"the server at {url} did not start DEBUG SLEEP within 5 s")
+    finally:
+        probe.close()
+
+
 def lock_fields(servers: Sequence[RedisServer], name: str) -> list[int]:
     """How many fields the lock hash ``name`` has on each server (0 when free or dead)."""
     return [len(owners) for owners in lock_owners(servers, name)]

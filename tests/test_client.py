@@ -14,7 +14,7 @@ import pytest
 import syncprims
 from syncprims import ClientClosedError, LockNotHeldError, RedisConnectionError
 from syncprims._embedded import RedisServer, free_port
-from tests.harness import Face, raw_command
+from tests.harness import Face, debug_sleep
 
 
 async def test_connect_to_nothing_fails_fast(face: Face) -> None:
@@ -231,9 +231,7 @@ def test_a_lost_reply_never_counts_a_hold_twice() -> None:
             lock.unlock()
             time.sleep(0.2)  # the unlock's latch key is deleted: the pool's connections idle
             before = _server_counts(raw)
-            sleeper = threading.Thread(target=lambda: raw_command(raw, "DEBUG", "SLEEP", "1"))
-            sleeper.start()
-            time.sleep(0.1)
+            sleeper = debug_sleep(server.url, 1)
             started = time.monotonic()
             with pytest.raises(syncprims.RedisTimeoutError) as info:
                 lock.try_lock(lease_time=30)
@@ -282,9 +280,7 @@ def test_async_abandoned_acquire_is_released() -> None:
             await lock.lock(lease_time=1)  # loads the script, so the next EVALSHA runs it
             await lock.unlock()
             await asyncio.sleep(0.2)  # the unlock's latch key is deleted: connections idle
-            sleeper = threading.Thread(target=lambda: raw_command(raw, "DEBUG", "SLEEP", "1"))
-            sleeper.start()
-            await asyncio.sleep(0.1)
+            sleeper = debug_sleep(server.url, 1)
             with pytest.raises(syncprims.RedisTimeoutError):
                 await lock.try_lock(lease_time=30)
             await asyncio.get_running_loop().run_in_executor(None, sleeper.join, 10)
