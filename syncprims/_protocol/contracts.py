@@ -229,18 +229,18 @@ class RenewalKind:
 
 
 class RenewalRegistry(Protocol):
-    """The watchdog, as the core uses it. Never blocks. Each method is documented on its
+    """The watchdog, as the core calls it. Never blocks. Each method is documented on its
     implementation, :class:`syncprims._services.watchdog.Watchdog`."""
 
     def register(
         self,
         name: str,
         field: str,
-        on_lost: HoldLostCallback | None = None,
+        on_lost: HoldLostCallback,
         *,
         kind: RenewalKind,
+        until: float | None,
         since: float | None = None,
-        until: float | None = None,
         renew: bool = True,
         lease: float | None = None,
     ) -> None: ...
