@@ -1,28 +1,14 @@
 """Object listeners: one client's ``on_expired`` / ``on_deleted`` callbacks, fed by Redis
-keyspace notifications (Redisson's ``RObservable.addListener(ExpiredObjectListener /
-DeletedObjectListener)``; https://redis.io/docs/latest/develop/use/keyspace-notifications/).
+keyspace notifications (docs/locks.md, "Listening for expiry and deletion"; Redisson's
+``RObservable.addListener``).
 
-The algorithm that adds a listener (enable the notifications, subscribe, register, wait for
-the confirmation) is the core's (``ObjectCore.add_listener``); this module owns the state:
-the registered listeners and the delivery of events to them. Decisions:
-
-* **One channel per object name**, ``__keyspace@<db>__:<name>``, subscribed through the
-  client's pub/sub registry (:mod:`syncprims._services.pubsub`) with one reference per
-  listener: it stays subscribed while any listener of the name is registered, is subscribed
-  again after a reconnection (events published meanwhile are lost), and lingers for a moment
-  after the last one is removed, as every subscription does.
-* **Cluster**: keyspace events are published by the node that holds the key, on classic
-  pub/sub only (never on sharded channels), so the channel is SUBSCRIBEd on the node that owns
-  the name's slot (``ExecutorBase.sharded`` never shards a keyspace channel). A listener stays
-  with that node: after the slot moves (resharding, a failover) it hears nothing more; remove
-  it and add it again.
-* **Callbacks run on the scheduler** the watchdog uses: the services thread in the sync face,
-  the client's event loop in the asyncio face (as ``on_lost`` does), never on the pub/sub
-  reader, which goes on reading meanwhile. They run one at a time, in the order of the events.
-  A callback that raises is logged (logger ``syncprims.listeners``, ERROR) and later events are
-  delivered as usual; a listener removed before its turn is not called.
-* **Shutdown** (:meth:`ObjectListeners.close`) forgets every listener: no callback runs after
-  it, and no listener can be added.
+The algorithm that adds a listener is the core's (``ObjectCore.add_listener``); this module
+owns the state: the registered listeners and the delivery of events to them. One channel per
+object name, with one subscription reference per listener (:mod:`syncprims._services.pubsub`;
+in a cluster, never sharded: ``ExecutorBase.sharded``). Callbacks run on the scheduler the
+watchdog uses, never on the pub/sub reader; a listener removed before its turn is not
+called. :meth:`ObjectListeners.close` (shutdown) forgets every listener: no callback runs
+after it, and no listener can be added.
 """
 
 from __future__ import annotations

@@ -1,47 +1,28 @@
 """The pub/sub registry: one subscriber connection per client (per node in a cluster),
 subscriptions shared per channel and counted by reference.
 
-Follows Redisson's ``PublishSubscribe`` / ``LockPubSub`` (redisson-spec.md 1.6): local
-waiters of one channel share one subscription; each subscription has a
-:class:`~syncprims._services.parking.Latch` that messages release according to the channel's
-wake-up rule (each primitive's rule lives beside its algorithm, in ``syncprims._core``).
+docs/design.md, "Waking waiters" (Redisson's ``PublishSubscribe`` / ``LockPubSub``,
+redisson-spec.md 1.6): each subscription has a :class:`~syncprims._services.parking.Latch`
+that messages release by the channel's wake-up rule; subscriptions linger for
+:data:`LINGER` seconds after their last user; each channel has its own ``SUBSCRIBE``, so a
+refusal (``NOPERM``) is kept on that subscription alone (its waiters raise
+``ServerReplyError``); after a drop the reader reconnects (back-off 50 ms .. 2 s),
+subscribes again, and only then wakes every waiter to re-check.
 
 The bookkeeping is written once (:class:`SubscriptionTable`: references, confirmations,
-refusals, lingering, dispatch); two drivers move the bytes:
+refusals, lingering, dispatch); two drivers move the bytes, each on a connection of its own
+made with the settings of the client's pool (``compat.own_connection``), closed at shutdown:
 
-* :class:`ThreadSubscriber` (sync face): a dedicated reader thread blocks on a connection
-  made with the settings of the client's blocking redis-py pool and wakes waiting threads
-  directly (not through an asyncio loop thread, which would then compete for the GIL with
-  the waiter it had just woken).
-* :class:`TaskSubscriber` (asyncio face): a reader task on the client's event loop, on a
-  connection made with the settings of the client's ``redis.asyncio`` pool; it resolves the
-  waiting tasks' futures on that same loop.
+* :class:`ThreadSubscriber` (sync face): a reader thread that wakes waiting threads
+  directly (docs/design.md, "Sync over async, without a thread hop").
+* :class:`TaskSubscriber` (asyncio face): a reader task on the client's event loop; it
+  resolves the waiting tasks' futures on that same loop.
 
-Both open a connection of their own with the settings of the pool the client was built on
-(host, TLS, credentials, database, client name; ``compat.own_connection``) and close
-it when the client shuts down: a subscription holds its connection for good, and taking it
-from the pool would take one of the application's connections (or, at ``max_connections``,
-fail). Decisions, on purpose:
-
-* **Subscriptions linger** for ``LINGER`` seconds after their last user leaves. Under
-  contention a waiter then finds its channel already subscribed and confirmed: no
-  SUBSCRIBE/UNSUBSCRIBE round trip per contended acquire. An idle subscription keeps no
-  wake-up permits, so a message nobody waited for never causes a spurious retry later.
-* A subscription is reported ready only when Redis confirmed *this* SUBSCRIBE; writes to the
-  connection are serialised with the table's state, so the order of SUBSCRIBE/UNSUBSCRIBE on
-  the wire always matches it.
-* After the connection drops, the reader reconnects (back-off 50 ms .. 2 s), subscribes
-  again, and then wakes every waiter so that each re-checks (messages sent meanwhile are
-  lost). Not at the drop: an attempt then would meet a server that is going away, and its
-  command could be lost after it was sent (which an acquire may not retry); meanwhile each
-  waiter re-checks on its own within the re-check interval.
-* The connection is PINGed when idle; a silent connection is dropped and renewed.
-* Each channel is subscribed with its own SUBSCRIBE, so that Redis refusing one (an ACL
-  without that channel: ``NOPERM``) refuses only that one. The refusal is kept on the
-  subscription: its waiters raise ``ServerReplyError``, and the connection (with the other
-  subscriptions) is kept.
-* Replies are read as bytes with ``push_request``, so a client with ``decode_responses`` or
-  RESP3 (where messages are push frames) works the same.
+Also: an idle subscription keeps no wake-up permits (a message nobody waited for never
+causes a spurious retry); a subscription is ready only when Redis confirmed *this*
+``SUBSCRIBE``, and writes to the connection are serialised with the table's state, so the
+wire's order matches it; an idle connection is PINGed, a silent one renewed; replies are
+read as bytes with ``push_request``, so ``decode_responses`` and RESP3 work the same.
 """
 
 from __future__ import annotations

@@ -1,31 +1,19 @@
 """A client's record in Redis: which process it is, for ``info()`` and ``syncprims inspect``.
 
-Operators ask "which process holds this lock?". A lock's hash field names the holder's
-client id and owner (``<client uuid>:<owner id>``), nothing about the process. Each client
-that acquires keeps one small record, ``syncprims_client:{<client id>}`` =
-``{"host": ..., "pid": ..., "client_name": ..., "version": ...}`` (a JSON string, ``SET ...
-PX``), which ``info()`` reads for each holder and waiter.
+docs/locks.md, "Who holds it: info()" ("Which process"): ``syncprims_client:{<client id>}``
+= ``{"host": ..., "pid": ..., "client_name": ..., "version": ...}`` (a JSON string, ``SET
+... PX``), and why not ``CLIENT SETNAME``. Decisions beyond that page:
 
-Decisions:
-
-* **Off the lock's hot path.** ``connect()`` writes the record, one ``SET`` after its
-  ``PING`` on the connecting caller's connection (:meth:`ClientRecord.first_command`); the
-  first acquisition (its first ``refuse_if_closing``) only arms the refresh timer on the
+* **Off the lock's hot path.** ``connect()`` writes it (:meth:`ClientRecord.first_command`);
+  the first acquisition (its first ``refuse_if_closing``) only arms the refresh timer on the
   services loop, and later ones compare the client id with the one announced. No acquire
-  waits for the record and no acquire script changes (a write at the first acquisition
-  could hold a frozen master's kept connection, which a RedLock fan-out then waited out).
-* **Lives with the client.** The record expires :data:`TTL` after its last write and is
-  written again every :data:`REFRESH` from a timer of the services loop (one ``SET`` per
-  client every few minutes, whatever it holds), so a lock held for hours by the watchdog
-  keeps its record; a process that died leaves it for at most :data:`TTL`; shutdown deletes
-  it, whether or not the client ever acquired (the blocking face also at interpreter exit,
-  ``syncprims._runtime.sync``). A forked child has a new client id
-  (``syncprims._runtime.base``) and announces anew.
+  script changes (a write at the first acquisition could hold a frozen master's kept
+  connection, which a RedLock fan-out then waited out).
+* **Lives with the client**: it expires :data:`TTL` after its last write, is written again
+  every :data:`REFRESH` from a timer of the services loop, and is deleted at shutdown (the
+  blocking face also at interpreter exit, ``syncprims._runtime.sync``). A forked child has a
+  new client id (``syncprims._runtime.base``) and announces anew.
 * **Optional** (``Config.client_record``).
-* **Not ``CLIENT SETNAME``.** syncprims drives the connections of the application's own
-  pool (``syncprims._transport.compat``): naming them after the client id would
-  replace the application's ``client_name`` on connections it uses too, and ``CLIENT LIST``
-  gives no pid anyway (and is often refused by ACLs).
 * **Best effort.** A write that fails is logged at DEBUG and tried again at the next
   refresh (an outage), or never again (``NOPERM``: an ACL without ``~syncprims_client:*``,
   one ``ACL LOG`` entry per client); ``info()`` then reports the holder as having no record.

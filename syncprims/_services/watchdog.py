@@ -1,42 +1,11 @@
 """The watchdog: renews the leases of locks held without an explicit lease time.
 
-One timing wheel per client (not a thread or a task per lock). A lock acquired with the
-watchdog is due for renewal a third of ``lock_watchdog_timeout`` after it was acquired, and
-every third after that. Each tick collects the due locks and renews them with one script
-call per batch of at most ``watchdog_batch_size`` names (Redisson ``LockRenewalScheduler``,
-3.44+; redisson-spec.md section 3), so 10,000 held locks cost 100 round trips per period.
-
-Request threads only touch a dict under a mutex (:meth:`Watchdog.register` and
-:meth:`Watchdog.cancel` never block and never wake the services loop, except to start
-ticking after an idle period). Renewals run as separate tasks, so a stalled one does not
-delay the others. The loop is the sync face's services thread, or the asyncio face's own
-event loop (:mod:`syncprims._services.loop`).
-
-When a renewal finds the owner's field gone (the lock expired, was force-unlocked or
-deleted), the lock is lost: renewal stops, a WARNING is logged, and the next ``unlock()``
-raises ``LockNotHeldError``. A renewal that fails (connection error, timeout) is retried soon;
-if the lease runs out before one succeeds, the lock is reported lost too, at the moment the
-lease ends here. Leases are counted from when the acquiring or renewing call was *sent*, so
-the holder is told no later than Redis lets the key expire (a hung call does not delay it).
-
-A renewal already collected for a batch when its hold is unlocked may still run in Redis after
-the unlock's reply (Redisson #7272's family: the watchdog outliving ``unlock()``). It renews
-only while the owner's field is in the hash, so it cannot touch a deleted key or another
-owner's hold; but the *same* owner's next hold would have the same field, and the late
-``PEXPIRE`` would set that hold's TTL to the watchdog timeout (cutting short an explicit
-lease). So a hold dropped (:meth:`Watchdog.cancel`, :meth:`Watchdog.cancel_all`, a loss)
-while a renewal call for it is unanswered is remembered until that call's reply
-(:meth:`Watchdog.may_renew_late`), and the lock then gives the owner's next hold a new field
-(``Releases.fresh_field``), which the late renewal does not name.
-
-**Holds lost with the server's data** (``syncprims._protocol.serverinfo``: a server says
-nothing of it) are found by the next renewal, a third of the lease later; a hold with an
-explicit lease is renewed by nothing. So the watchdog also keeps each explicit-lease hold
-(``register(..., renew=False)``: never renewed, forgotten at its lease's end), and while it
-keeps any hold it reads each server's ``INFO`` every :data:`CHECK_INTERVAL`: when the
-``run_id`` changed or the eviction count grew, every hold is checked at once
-(``holds_check.lua``, reads only) and each one gone is reported lost
-(``LossReason.DATA_LOST``): within about a second, leases and watchdog holds alike.
+docs/design.md, "The watchdog": one timing wheel per client, batched renewals (Redisson
+``LockRenewalScheduler``, 3.44+; redisson-spec.md section 3), when a hold is lost, holds lost
+with the server's data (``renew=False`` holds, ``INFO`` every :data:`CHECK_INTERVAL`,
+``holds_check.lua``) and late renewals (:meth:`Watchdog.may_renew_late`). The loop is the
+sync face's services thread, or the asyncio face's own event loop
+(:mod:`syncprims._services.loop`).
 """
 
 from __future__ import annotations
