@@ -222,8 +222,8 @@ class Signal(_WaiterQueue):
         with self._mutex:
             if self._set:
                 return
+            self._error = error  # before _set: the waits read _set without the mutex
             self._set = True
-            self._error = error
             waiters, self._waiters = self._waiters, deque()
         for waiter in waiters:
             waiter.wake()
@@ -233,32 +233,40 @@ class Signal(_WaiterQueue):
             raise self._error
         return True
 
+    def _park(self, waiter: _Waiter) -> bool:
+        """Queue ``waiter``; ``False`` when set meanwhile (nothing queued)."""
+        with self._mutex:
+            if self._set:
+                return False
+            self._waiters.append(waiter)
+            return True
+
     def wait_sync(self, timeout: float | None) -> bool:
         """Block until set or ``timeout`` seconds; ``True`` when set.
 
         Raises:
             BaseException: the error given to :meth:`set`.
         """
-        waiter = _ThreadWaiter()
-        with self._mutex:
-            if self._set:
-                return self._result()
-            self._waiters.append(waiter)
-        try:
-            woken = waiter.block(timeout)
-        finally:
-            self._detach(waiter)
-        return self._result() if (woken or self._set) else False
+        if not self._set:
+            waiter = _ThreadWaiter()
+            if self._park(waiter):
+                try:
+                    woken = waiter.block(timeout)
+                finally:
+                    self._detach(waiter)
+                if not (woken or self._set):
+                    return False
+        return self._result()
 
     async def wait_async(self, timeout: float | None) -> bool:
         """As :meth:`wait_sync`, awaited on the running loop."""
-        waiter = _TaskWaiter()
-        with self._mutex:
-            if self._set:
-                return self._result()
-            self._waiters.append(waiter)
-        try:
-            woken = await waiter.block(timeout)
-        finally:
-            self._detach(waiter)
-        return self._result() if (woken or self._set) else False
+        if not self._set:
+            waiter = _TaskWaiter()
+            if self._park(waiter):
+                try:
+                    woken = await waiter.block(timeout)
+                finally:
+                    self._detach(waiter)
+                if not (woken or self._set):
+                    return False
+        return self._result()
