@@ -43,16 +43,35 @@ def _task_done(tasks: set[asyncio.Task[Any]], name: str, task: asyncio.Task[Any]
         log.error("%s: background task failed", name, exc_info=task.exception())
 
 
-class ServiceLoop:
-    """Starts its thread on first use; :meth:`close` stops it."""
+class _Background:
+    """What both loops share: the background tasks they keep alive until done."""
 
     def __init__(self, name: str) -> None:
         self._name = name
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Start a task on the loop (call this on the loop); it is kept alive until done.
+        After ``close()``, ``coro`` is closed unstarted: the loop is ending or the client's
+        connections are closed, and a task started now could only fail, or be destroyed
+        pending."""
+        if self._closed:
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
+
+
+class ServiceLoop(_Background):
+    """Starts its thread on first use; :meth:`close` stops it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
         self._mutex = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._closed = False
-        self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
     def started(self) -> bool:
@@ -111,17 +130,6 @@ class ServiceLoop:
         with contextlib.suppress(ClientClosedError, RuntimeError):  # closed, or closing
             self.loop().call_soon_threadsafe(fn, *args)
 
-    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        """Start a task on the loop (call this on the loop thread); it is kept alive until done.
-        After :meth:`close` nothing starts (``coro`` is closed): the loop is ending, and a
-        task started now would be destroyed pending."""
-        if self._closed:
-            coro.close()
-            return
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
-
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         """Run ``coro`` on the loop; wait for it at most ``timeout`` seconds (not on the loop)."""
         future = asyncio.run_coroutine_threadsafe(coro, self.loop())
@@ -147,14 +155,12 @@ class ServiceLoop:
         self._tasks = set()
 
 
-class CallerLoop:
+class CallerLoop(_Background):
     """The asyncio face's services loop: the client's own event loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, name: str) -> None:
+        super().__init__(name)
         self._loop = loop
-        self._name = name
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._closed = False
 
     def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
         """Run ``fn(*args)`` on the loop soon; a no-op once the loop or this is closed."""
@@ -163,26 +169,17 @@ class CallerLoop:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(fn, *args)
 
-    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        """Start a task on the loop; it is kept alive until done. After :meth:`close`, the
-        coroutine is closed unstarted (the client's connections are closed: it could only
-        fail, and be destroyed pending when the loop ends)."""
-        if self._closed:
-            coro.close()
-            return
-        task = self._loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
-
     def close(self) -> None:
         """The client is shut down: no more background work (its keys expire by TTL)."""
         self._closed = True
 
     async def drain(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) for the background tasks, then cancel them."""
-        if self._tasks:
-            _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=1)
+        """Wait (at most ``timeout`` seconds) for the background tasks, then cancel those
+        left (and wait a second more for them)."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(list(self._tasks), timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1)
