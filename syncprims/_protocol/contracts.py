@@ -1,9 +1,10 @@
 """The shapes the layers agree on, in one neutral module.
 
-Pure: typing only, no I/O. The core algorithms (``syncprims._core``) are written against
-``Executor``; the transport (``syncprims._transport``) and the services
-(``syncprims._services``) implement parts of it and depend on these small protocols, never
-on each other's modules; the executors (``syncprims._runtime``) put them together.
+Pure: typing (and ``ClientParts``, a client's registry of parts), no I/O. The core
+algorithms (``syncprims._core``) are written against ``Executor``; the transport
+(``syncprims._transport``) and the services (``syncprims._services``) implement parts of it
+and depend on these small protocols, never on each other's modules; the executors
+(``syncprims._runtime``) put them together.
 
 * ``ScriptCall`` is a script call: the script, its ``KEYS`` and its ``ARGV``. A fan-out
   call (``Call``) is a script call on a given executor.
@@ -14,8 +15,9 @@ on each other's modules; the executors (``syncprims._runtime``) put them togethe
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import attrs
 
@@ -32,7 +34,7 @@ __all__ = [
     "WAKE_TOKEN",
     "Call",
     "ClientPart",
-    "ClientState",
+    "ClientParts",
     "Enough",
     "Executor",
     "HoldLostCallback",
@@ -321,7 +323,7 @@ class Settings(Protocol):
 
 
 class ClientPart(Protocol):
-    """One core mechanism's state of a client (:class:`ClientState` makes it at its first
+    """One core mechanism's state of a client (:class:`ClientParts` makes it at its first
     use, with no arguments)."""
 
     def clear(self) -> None:
@@ -332,14 +334,34 @@ class ClientPart(Protocol):
 PartT = TypeVar("PartT", bound=ClientPart)
 
 
-class ClientState(Protocol):
+class ClientParts:
     """A client's state of the core's mechanisms, one part per mechanism (the lock's
     book-keeping, the waiters counted for ``statistics()``): one registry per client, owned
-    by its executor, which empties every part in a forked child."""
+    by its executor (``Executor.state``), which empties every part in place in a forked
+    child (:meth:`clear`), so that the core objects holding a part keep it."""
+
+    __slots__ = ("_making", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: dict[type[ClientPart], ClientPart] = {}
+        self._making = threading.Lock()
 
     def of(self, kind: type[PartT]) -> PartT:
-        """The client's part of type ``kind``, made at its first use (once, even when two
-        threads ask at the same moment)."""
+        """The part of type ``kind``, made at its first use (once, even when two threads ask
+        at the same moment)."""
+        part = self._parts.get(kind)
+        if part is None:
+            with self._making:
+                part = self._parts.get(kind)
+                if part is None:
+                    part = self._parts[kind] = kind()
+        return cast(PartT, part)
+
+    def clear(self) -> None:
+        """In a forked child: every part forgets the parent's entries."""
+        self._making = threading.Lock()  # the parent's may have been taken when it forked
+        for part in self._parts.values():
+            part.clear()
 
 
 WAKE_TOKEN = b"w"
@@ -390,7 +412,7 @@ class Executor(Protocol):
         """The client's object listeners."""
 
     @property
-    def state(self) -> ClientState:
+    def state(self) -> ClientParts:
         """The client's state of the core's mechanisms (one registry, one fork hook)."""
 
     @property

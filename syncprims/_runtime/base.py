@@ -2,7 +2,7 @@
 back-off, and fork safety.
 
 Fork safety: after ``os.fork()`` every live executor in the child gets a new client id and
-forgets the parent's subscriptions, renewals and per-client state (:class:`ClientParts`;
+forgets the parent's subscriptions, renewals and per-client state (``ClientParts``;
 ``os.register_at_fork``, this module's one hook); the child therefore never owns, renews or
 releases the parent's locks. redis-py's pools notice the fork
 themselves and open new connections in the child.
@@ -17,13 +17,13 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 from redis.backoff import EqualJitterBackoff
 
 from syncprims._gevent import refuse_if_monkey_patched
-from syncprims._protocol.contracts import ClientPart, Orphan, PartT, ScriptCall, Then
+from syncprims._protocol.contracts import ClientParts, Orphan, ScriptCall, Then
 from syncprims._protocol.ids import new_client_id
 from syncprims._protocol.keyspace import is_keyspace_channel
 from syncprims._protocol.replication import sync_then
@@ -58,34 +58,6 @@ class Runner(ScriptRunner, CommandRunner, Protocol):
 _live: weakref.WeakSet[ExecutorBase[Any, Any]] = weakref.WeakSet()
 _PATCHERS = frozenset({"gevent.monkey", "eventlet.patcher"})  # their patch state's modules
 _WARNED_EVICTION: set[str] = set()  # addresses whose eviction policy was warned about
-
-
-class ClientParts:
-    """A client's state of the core's mechanisms (``Executor.state``): one part per
-    mechanism, made at its first use and emptied in place in a forked child
-    (:meth:`ExecutorBase.after_fork`), so that the core objects holding a part keep it."""
-
-    __slots__ = ("_making", "_parts")
-
-    def __init__(self) -> None:
-        self._parts: dict[type[ClientPart], ClientPart] = {}
-        self._making = threading.Lock()
-
-    def of(self, kind: type[PartT]) -> PartT:
-        """The part of type ``kind`` (made once, even when two threads ask at once)."""
-        part = self._parts.get(kind)
-        if part is None:
-            with self._making:
-                part = self._parts.get(kind)
-                if part is None:
-                    part = self._parts[kind] = kind()
-        return cast(PartT, part)
-
-    def clear(self) -> None:
-        """In a forked child: every part forgets the parent's entries."""
-        self._making = threading.Lock()  # the parent's may have been taken when it forked
-        for part in self._parts.values():
-            part.clear()
 
 
 def resolve(config: Config, source: Source) -> tuple[Config, Bounds]:
