@@ -316,9 +316,6 @@ class Settings(Protocol):
     def lock_grant_handoff(self) -> bool: ...
 
     @property
-    def lock_grant_direct(self) -> bool: ...
-
-    @property
     def raise_on_release_error(self) -> bool: ...
 
 
@@ -382,22 +379,18 @@ class Executor(Protocol):
     def config(self) -> Settings:
         """The client's options."""
 
-    @property
-    def bounds(self) -> Bounds:
-        """How long calls may take (resolved from the options and the redis-py client)."""
+    bounds: Bounds
+    """How long calls may take (resolved from the options and the redis-py client)."""
 
-    @property
-    def cluster(self) -> bool:
-        """Whether the client talks to a Redis Cluster."""
+    cluster: bool
+    """Whether the client talks to a Redis Cluster."""
 
-    @property
-    def client_id(self) -> str:
-        """This client's UUID (a new one in a forked child)."""
+    client_id: str
+    """This client's UUID (a new one in a forked child)."""
 
-    @property
-    def late_reply_window(self) -> float:
-        """How long after it was sent the late reply of an abandoned call may still be read
-        (and handed to its ``on_orphan``), seconds."""
+    late_reply_window: float
+    """How long after it was sent the late reply of an abandoned call may still be read
+    (and handed to its ``on_orphan``), seconds."""
 
     @property
     def watchdog(self) -> RenewalRegistry:
@@ -411,14 +404,12 @@ class Executor(Protocol):
     def listeners(self) -> ListenerRegistry:
         """The client's object listeners."""
 
-    @property
-    def state(self) -> ClientParts:
-        """The client's state of the core's mechanisms (one registry, one fork hook)."""
+    state: ClientParts
+    """The client's state of the core's mechanisms (one registry, one fork hook)."""
 
-    @property
-    def closers(self) -> dict[int, Callable[[], Awaitable[object]]]:
-        """What shutdown ends first, once no acquisition may start, while the client still
-        works (a leader election's leadership), by owner id."""
+    closers: dict[int, Callable[[], Awaitable[object]]]
+    """What shutdown ends first, once no acquisition may start, while the client still
+    works (a leader election's leadership), by owner id."""
 
     def publish_command_for(self, channel: str, key: str) -> str:
         """``"PUBLISH"``, or ``"SPUBLISH"`` where ``channel`` (of the object at ``key``) is
