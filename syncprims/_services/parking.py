@@ -132,13 +132,6 @@ class Latch(_WaiterQueue):
         with self._mutex:
             self._permits = 0
 
-    def release_all(self) -> None:
-        """Wake every waiter blocked now (no permit is kept)."""
-        with self._mutex:
-            waiters, self._waiters = self._waiters, deque()
-        for waiter in waiters:
-            waiter.wake()
-
     def _wake_one(self, waiter: _Waiter) -> None:
         """Wake ``waiter`` if it is still queued (not woken, not timed out)."""
         if self._detach(waiter):

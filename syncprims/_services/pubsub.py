@@ -177,11 +177,6 @@ class SubscriptionTable:
         sub = self.entries.get(channel)
         return sub is not None and sub.ready.is_set and sub.error is None
 
-    def channels(self) -> list[str]:
-        """The channels subscribed now (in use or lingering)."""
-        with self.mutex:
-            return list(self.entries)
-
     # -- driver side ----------------------------------------------------------------------
 
     def subscribing_locked(self, channels: list[str]) -> None:

@@ -47,23 +47,6 @@ def test_timeout_returns_false_and_leaves_no_waiter() -> None:
     assert latch.waiting() == 0
 
 
-def test_release_all_wakes_every_thread() -> None:
-    latch = Latch()
-    results: list[bool] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(latch.wait_sync(5))) for _ in range(4)
-    ]
-    for t in threads:
-        t.start()
-    while latch.waiting() < 4:
-        time.sleep(0.001)
-    latch.release_all()
-    for t in threads:
-        t.join(5)
-    assert results == [True] * 4
-    assert not latch.wait_sync(0)  # release_all keeps no permit
-
-
 def test_task_waiters_woken_from_another_thread() -> None:
     async def main() -> list[bool]:
         latch = Latch()
