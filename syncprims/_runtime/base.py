@@ -130,8 +130,6 @@ class ExecutorBase(Generic[N, S]):
         base, cap = self.config.retry_delay
         self._backoff = EqualJitterBackoff(cap=cap, base=base)
         self.closed = False
-        # What shutdown ends first, while the client still works (a leader election's
-        # leadership: its work stopped, then resigned), by the owner's id.
         self.closers: dict[int, Callable[[], Awaitable[object]]] = {}
         self.state = ClientParts()
         """The client's state of the core's mechanisms (``Executor.state``)."""
@@ -159,10 +157,8 @@ class ExecutorBase(Generic[N, S]):
             self._releasing -= 1
 
     def refuse_if_closing(self, context: str) -> None:
-        """Raise ``ClientClosedError`` once shutdown began: no new acquisition then, while
-        the releases in flight finish. Otherwise, an acquisition is starting: the client's
-        record is kept from the first one on (in the background, never waited for:
-        ``syncprims._services.record``)."""
+        """As ``Executor.refuse_if_closing``; in the sync face, also refuse a process
+        monkey-patched since connect."""
         if self.closed:
             raise ClientClosedError(f"the client is shut down ({context})")
         if self.refuses_patched and _PATCHERS & sys.modules.keys():  # patched after connect
@@ -218,8 +214,10 @@ class ExecutorBase(Generic[N, S]):
         """Whether ``channel`` of the object at ``key`` uses sharded pub/sub: a Redis 7+
         cluster, channel and key in one slot; never a keyspace notification channel (Redis
         publishes those with classic pub/sub only, on the node that holds the key)."""
+        transport = self.transport
         return (
-            self._cluster_sharded()
+            isinstance(transport, ClusterRouter)
+            and bool(transport.sharded)
             and key_slot(channel) == key_slot(key)
             and not is_keyspace_channel(channel)
         )
@@ -238,9 +236,6 @@ class ExecutorBase(Generic[N, S]):
         return time.time_ns() // 1_000_000
 
     # -- what both faces' executors do alike, on their ``transport`` -----------------------
-
-    def _cluster_sharded(self) -> bool:
-        return isinstance(self.transport, ClusterRouter) and bool(self.transport.sharded)
 
     async def start(self) -> None:
         """Check that Redis answers (``PING``); in a cluster, load the slot map first.
@@ -308,10 +303,8 @@ class ExecutorBase(Generic[N, S]):
     async def eval_then(
         self, call: ScriptCall, then: Then, *, context: str, on_orphan: Orphan | None = None
     ) -> tuple[Any, Any]:
-        """Run the script ``call`` and ``then`` behind it in one write (the transport's
-        ``eval_then``): the script's reply and ``then``'s. ``on_orphan``: the core's
-        contract names it for both faces; the asyncio executor takes it to its transport
-        (a blocking call's reply never outlives its caller)."""
+        """The blocking face's: its call's reply never outlives its caller, so ``on_orphan``
+        is not passed on (the asyncio executor's own ``eval_then`` passes it)."""
         return await self.transport.eval_then(call, then, context=context)
 
     def _make_pubsub(self, make: Callable[..., S]) -> None:

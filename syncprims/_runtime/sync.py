@@ -190,9 +190,6 @@ class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
         return self.config.lock_grant_direct and not self._pops_refused
 
     def claim_pop(self) -> bool:
-        """Whether a new wait pops its grant (:meth:`wait_pushed` on a connection of its
-        own): while fewer than ``Config.lock_grant_direct_limit`` waits of this client do;
-        ``True`` counts one until :meth:`free_pop`."""
         if not self.pops_grants:
             return False
         with self._pop_mutex:
