@@ -5,12 +5,6 @@ algorithms (``syncprims._core``) are written against ``Executor``; the transport
 (``syncprims._transport``) and the services (``syncprims._services``) implement parts of it
 and depend on these small protocols, never on each other's modules; the executors
 (``syncprims._runtime``) put them together.
-
-* ``ScriptCall`` is a script call: the script, its ``KEYS`` and its ``ARGV``. A fan-out
-  call (``Call``) is a script call on a given executor.
-* ``Wakeable`` is what a wake-up rule (``WakePolicy``) may do to the local waiters of
-  one channel; each primitive's rule lives beside its algorithm.
-* ``RenewalKind`` says how one kind of hold is renewed by the watchdog.
 """
 
 from __future__ import annotations

@@ -16,12 +16,8 @@ Each attempt keeps the wait registered: it is sent naming ``member`` and a fresh
 expired); a grant to a member not in use any more is over (its marker was replaced) and is
 never taken, only given back.
 
-When a grant's lease started: Redis wrote it after the member was registered and after every
-attempt that found the member still registered, so ``floor``, the send time of the last such
-attempt (for a member registered by the attempt still in flight, that attempt's,
-``next_sent``), is never later than the lease's start. The waiter attempts at least every
-second (``ONE_WAKE_SLICE_MS``), so ``floor`` is recent; leases under ``GRANT_MIN_LEASE_MS``
-are not granted, so that this bound is well inside the lease.
+When a grant's lease started (``floor``, or ``next_sent`` for a member registered by the
+attempt still in flight): docs/design.md, "The one-hop grant", its last point.
 
 States (:class:`GrantState`): ``WAITING``, no grant announced for a member in use;
 ``GRANTED``, a grant was announced and not taken yet (the waiter takes it without a script);
