@@ -1,10 +1,7 @@
-"""The asyncio face's executor: everything on the client's event loop.
-
-Commands go through the client's ``redis.asyncio`` pool (or ``RedisCluster``); waits are
-futures of the loop; the pub/sub reader, the watchdog and the janitor are tasks and timers of
-the same loop, using the same pool. No thread and no second set of connections: the
-caller's settings are the only ones. A loop blocked longer than a lease cannot renew it
-(as for any asyncio code); the holder learns of the loss when the loop runs again.
+"""The asyncio face's executor: everything on the client's event loop (commands through its
+``redis.asyncio`` pool or ``RedisCluster``, waits as futures of the loop, the pub/sub reader,
+the watchdog and the janitor as its tasks and timers; docs/design.md, "Sync over async,
+without a thread hop"). No thread and no second set of connections.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The sync face's executor: every operation completes on the calling thread.
-
-Commands go through the client's blocking redis-py pool (or ``RedisCluster``) on the caller's
-thread; waits block the thread on a ``threading`` primitive; the core coroutine is therefore
-run to completion in one step (:func:`syncprims._protocol.stepping.run`). The watchdog and
-the janitor run on the client's services thread and make their calls through the same pool on
-worker threads (a stalled renewal never blocks the services loop); the pub/sub reader has a
-thread of its own.
+"""The sync face's executor: every operation completes on the calling thread, so the core
+coroutine runs to completion in one step (:func:`syncprims._protocol.stepping.run`;
+docs/design.md, "Sync over async, without a thread hop").
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Where a client's background services (the watchdog, the key janitor) run.
-
-* The sync face: :class:`ServiceLoop`, one asyncio event loop in one daemon thread per
-  client, started on first use. Request threads talk to it only with non-blocking,
-  thread-safe calls (:meth:`ServiceLoop.call_soon`).
-* The asyncio face: :class:`CallerLoop`, the client's own event loop. A loop blocked for
-  longer than a lease cannot renew it (as with any asyncio library); the holder is told the
-  lock is lost when the loop runs again (``on_lost``, ``hold_or_cancel``).
+"""Where a client's background services (the watchdog, the key janitor) run: the sync face's
+:class:`ServiceLoop` (one event loop in one daemon thread per client, started on first use)
+or the asyncio face's :class:`CallerLoop` (the client's own event loop); docs/design.md,
+"Sync over async, without a thread hop".
 """
 
 from __future__ import annotations
