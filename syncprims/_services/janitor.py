@@ -1,15 +1,12 @@
-"""Batched, fire-and-forget deletion of short-lived keys (the unlock idempotency latches).
-
-Redisson deletes each unlock latch key with its own command after the unlock reply. We
-collect them and send one ``UNLINK`` per batch from the services loop, so an unlock costs one
-round trip on the caller's thread. A key that is never deleted (the process died) expires by
-its TTL.
+"""Batched, fire-and-forget deletion of short-lived keys (the unlock idempotency latches):
+one ``UNLINK`` per batch from the services loop, where Redisson sends one per unlock
+(docs/design.md, "Late calls: fields, incarnations and taint", Releases).
 
 A batch goes 50 ms after its first key; once a batch held ``BUSY_KEYS`` keys or more (400
 unlocks a second and up), the next one waits a second instead: each flush wakes the services
 thread (and, in the sync face, a worker thread for the blocking ``UNLINK``), which fight the
 callers' threads for the GIL (docs/measurements.md, "Profile: the RedLock fan-out and the
-janitor"). Keys kept a moment longer only cost memory: a latch key is never unsafe to keep.
+janitor").
 """
 
 from __future__ import annotations
