@@ -31,7 +31,7 @@ class Registry:
         return run(self.driver.acquire(channel, policy))
 
     def release(self, sub: Subscription) -> None:
-        self.driver.release(sub)
+        self.driver.table.release(sub)
 
     def channels(self) -> list[str]:
         return list(self.driver.table.entries)  # in use or lingering
@@ -259,7 +259,7 @@ async def test_task_reader_shares_lingers_and_wakes(real_url: str, name: str, re
     raw.publish(channel, "1")  # all
     assert await asyncio.wait_for(asyncio.gather(*waiters), 5) == [True, True, True]
     for s in subs:
-        reg.release(s)
+        reg.table.release(s)
     assert channel in reg.table.entries  # lingers
     assert await _eventually_async(
         lambda: raw_command(raw, "PUBSUB", "NUMSUB", channel)[1] == 0, pubsub.LINGER + 3
@@ -298,6 +298,6 @@ async def test_task_reader_reconnects_and_close_wakes(
     assert await asyncio.wait_for(last, 5)
     with pytest.raises(ClientClosedError):
         await reg.acquire("other", lock_policy)
-    reg.release(sub)
+    reg.table.release(sub)
     raw.close()
     await pool.aclose()

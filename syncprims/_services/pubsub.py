@@ -333,10 +333,6 @@ class Subscriber:
         """
         raise NotImplementedError
 
-    def release(self, sub: Subscription) -> None:
-        """Drop a reference taken by :meth:`acquire`."""
-        self.table.release(sub)
-
     def _connected(self) -> None:
         """The reader's connection is up; after the first, messages may have been lost, so
         every waiter re-checks."""
