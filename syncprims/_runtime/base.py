@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 from redis.backoff import EqualJitterBackoff
@@ -48,11 +48,6 @@ log = logging.getLogger("syncprims")
 
 N = TypeVar("N", bound=NodeServer)  # the face's server
 S = TypeVar("S", bound=Subscriber)  # the face's pub/sub driver
-
-
-class Runner(ScriptRunner, CommandRunner, Protocol):
-    """What the services send through: the transport (asyncio face) or its off-loop
-    wrapper (blocking face)."""
 
 
 _live: weakref.WeakSet[ExecutorBase[Any, Any]] = weakref.WeakSet()
@@ -329,9 +324,10 @@ class ExecutorBase(Generic[N, S]):
                 self.source.pool, address=self.source.address, timeout=timeout, name=self.name
             )
 
-    def _make_services(self, services: Scheduler, runner: Runner) -> None:
+    def _make_services(self, services: Scheduler, runner: ScriptRunner) -> None:
         """The watchdog, the janitor, the listeners and the record, on ``services`` (the
-        face's loop), sending through ``runner``."""
+        face's loop), sending through ``runner``: the transport (asyncio face) or its
+        off-loop wrapper (blocking face)."""
         config = self.config
         self.watchdog = Watchdog(
             services,
