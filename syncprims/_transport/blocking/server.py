@@ -22,7 +22,7 @@ import select
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from syncprims._protocol.contracts import ScriptCall, Then
 from syncprims._protocol.scripts import Script
@@ -46,11 +46,9 @@ from syncprims.errors import (
     SyncPrimsError,
 )
 
-if TYPE_CHECKING:
-    from syncprims._transport.blocking.fanout import LateLane
-
 __all__ = [
     "POOL_SHARE",
+    "Lane",
     "SyncRouter",
     "SyncServer",
     "buffered",
@@ -137,6 +135,14 @@ def buffered(conn: Any) -> bool:
     return bool(pending()) if pending is not None else False
 
 
+class Lane(Protocol):
+    """A server's late lane, as the server sees it (``blocking.fanout.LateLane``: it
+    finishes the calls a fan-out stopped waiting for)."""
+
+    def busy(self) -> bool:
+        """Whether calls are still being finished (the server may be sick)."""
+
+
 class SyncServer:
     """Calls on one server (or sentinel-managed master) through a blocking redis-py pool.
 
@@ -171,7 +177,7 @@ class SyncServer:
         self._held: list[Any] = []
         self._pid = _Process.pid
         # Made by the fan-out when it first leaves a call here (blocking.fanout.LateLane).
-        self.lane: LateLane | None = None
+        self.lane: Lane | None = None
         self.replicas = ReplicaCount()  # its master's, for lock_synced_replicas="auto"
 
     # -- connections --------------------------------------------------------------------------
