@@ -68,14 +68,22 @@ class _Renewal:
         "valid",
     )
 
-    def __init__(self, name: str, field: str, now: float, kind: RenewalKind, lease: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        field: str,
+        now: float,
+        kind: RenewalKind,
+        lease: float,
+        *,
+        valid: float | None = None,
+    ) -> None:
         self.name = name
         self.field = field
         self.kind = kind
         self.lease = lease  # seconds: the client's, or the hold's own (a leader election's)
-        # How long a lease is counted valid here: the drift allowance, and the margin that a
-        # late timer of a loaded host must not carry a loss notice past Redis's expiry.
-        self.valid = lease - drift(lease) - notice_margin(lease)
+        # seconds of ``lease`` counted valid here (:func:`_valid`; the watchdog's is kept)
+        self.valid = _valid(lease) if valid is None else valid
         self.renew = True  # False: an explicit lease, kept until ``until``, never renewed
         self.count = 1
         self.dropped = 0.0  # when it was dropped (``_late``'s age)
@@ -90,6 +98,13 @@ class _Renewal:
         # stays counted: a copy of it may still run).
         self.unanswered = 0
         self.handle: TimerHandle[_Renewal] | None = None  # its wheel entry (loop only)
+
+
+def _valid(lease: float) -> float:
+    """How long a lease of ``lease`` seconds is counted valid here: less the drift allowance,
+    and less the margin that a late timer of a loaded host must not carry a loss notice past
+    Redis's expiry."""
+    return lease - drift(lease) - notice_margin(lease)
 
 
 class Watchdog:
@@ -113,6 +128,7 @@ class Watchdog:
         self._node_of = node_of or (lambda key: None)
         self._runner = runner
         self._lease = lease
+        self._valid = _valid(lease)
         self._batch_size = batch_size
         self._retry_delay = retry_delay
         self._tick = min(0.1, lease / 15)  # a fifth of a renewal period
@@ -168,8 +184,10 @@ class Watchdog:
             renewal = self._renewals.get((name, field))
             if renewal is None:
                 start = clock() if since is None else since
-                own = self._lease if lease is None else lease
-                renewal = _Renewal(name, field, start, kind, own)
+                if lease is None:
+                    renewal = _Renewal(name, field, start, kind, self._lease, valid=self._valid)
+                else:
+                    renewal = _Renewal(name, field, start, kind, lease)
                 renewal.until = until
                 renewal.renew = renew
                 self._renewals[(name, field)] = renewal
