@@ -18,7 +18,7 @@ import importlib
 import inspect
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -28,7 +28,6 @@ import redis.exceptions
 
 __all__ = [
     "ERRORS",
-    "POOLS",
     "PoolExhaustedError",
     "adrop",
     "agive",
@@ -55,12 +54,16 @@ __all__ = [
 _COMMAND_NAME = "EVALSHA"  # what an old get_connection() is told (it does not use it)
 
 
+def _parameters(function: Any) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a C function: assume the old API
+        return {}
+
+
 def _accepts(function: Any, name: str) -> bool:
     """Whether ``function`` takes the keyword argument ``name`` (or any keyword)."""
-    try:
-        parameters = inspect.signature(function).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a C function: assume the old API
-        return False
+    parameters = _parameters(function)
     if name in parameters:
         return parameters[name].kind in (
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -71,10 +74,7 @@ def _accepts(function: Any, name: str) -> bool:
 
 def _needs_command_name(function: Any) -> bool:
     """Whether ``get_connection`` has a required ``command_name`` (redis-py < 5.3)."""
-    try:
-        parameter = inspect.signature(function).parameters.get("command_name")
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
+    parameter = _parameters(function).get("command_name")
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
@@ -433,32 +433,15 @@ class _Errors:
         self._added.add(library.__name__)
 
 
-class _Pools:
-    """Pool classes of every client library in use, for the transports' choices."""
-
-    def __init__(self) -> None:
-        self.plain: set[type] = set()  # ConnectionPool itself (no subclass): kept connections
-        self._added: set[str] = set()
-
-    def add(self, library: ModuleType) -> None:
-        if library.__name__ in self._added:
-            return
-        asyncio_face = sys.modules[f"{library.__name__}.asyncio"]
-        for face in (library, asyncio_face):
-            self.plain.add(face.ConnectionPool)
-        self._added.add(library.__name__)
-
-
 ERRORS = _Errors()
 ERRORS.add(redis, "RedisError", "RedisClusterException")
-POOLS = _Pools()
-POOLS.add(redis)
+_PLAIN_POOLS: set[type] = {redis.ConnectionPool, redis.asyncio.ConnectionPool}  # + valkey's
 
 
 def is_plain_pool(pool: object) -> bool:
     """Whether ``pool`` is a library's ``ConnectionPool`` itself (not a subclass such as a
     Sentinel or blocking pool): a transport may keep a few of its connections checked out."""
-    return type(pool) in POOLS.plain
+    return type(pool) in _PLAIN_POOLS
 
 
 def use_valkey() -> ModuleType:
@@ -479,7 +462,7 @@ def use_valkey() -> ModuleType:
             "a valkey:// URL or valkey-py client needs valkey-py: pip install 'syncprims[valkey]'"
         ) from error
     ERRORS.add(valkey, "ValkeyError", "ValkeyClusterException")
-    POOLS.add(valkey)
+    _PLAIN_POOLS.update((valkey.ConnectionPool, valkey.asyncio.ConnectionPool))
     return valkey
 
 
