@@ -33,7 +33,7 @@ from syncprims._services.janitor import Janitor
 from syncprims._services.listeners import ObjectListeners
 from syncprims._services.loop import Scheduler
 from syncprims._services.pubsub import ClusterSubscribers, Subscriber, Subscription
-from syncprims._services.record import ClientRecord, CommandRunner
+from syncprims._services.record import ClientRecord
 from syncprims._services.watchdog import ScriptRunner, Watchdog
 from syncprims._transport.cluster import ClusterRouter, key_slot
 from syncprims._transport.replicas import remembered_count, replica_count
@@ -161,19 +161,6 @@ class ExecutorBase(Generic[N, S]):
         if self.record.announced != self.client_id:  # inline: no call per acquisition
             self.record.announce()
 
-    async def write_record(self, transport: CommandRunner) -> None:
-        """At connect, after ``PING``: write the client's record on ``transport``, the
-        connecting caller's (best effort: ``syncprims._services.record``)."""
-        record = self.record.first_command()
-        if record is None:
-            return
-        try:
-            await transport.command(
-                *record, context="writing the client record", route=str(record[1])
-            )
-        except SyncPrimsError as error:
-            self.record.refused(error)
-
     async def delete_now(self, keys: list[str], timeout: float | None = None) -> None:
         """Delete ``keys`` (unlock latch keys, the client's record) now: one ``UNLINK`` per
         slot, each sent once (``timeout``: seconds for its reply instead of the usual); what
@@ -233,7 +220,8 @@ class ExecutorBase(Generic[N, S]):
     # -- what both faces' executors do alike, on their ``transport`` -----------------------
 
     async def start(self) -> None:
-        """Check that Redis answers (``PING``); in a cluster, load the slot map first.
+        """Check that Redis answers (``PING``; in a cluster, load the slot map first), then
+        write the client's record and read the server's ``INFO``.
 
         Raises:
             TransportError, AuthenticationError, ServerReplyError: Redis could not be used.
@@ -241,7 +229,14 @@ class ExecutorBase(Generic[N, S]):
         if isinstance(self.transport, ClusterRouter):
             await self.transport.ready()
         await self.transport.command("PING", context="connecting")
-        await self.write_record(self.transport)
+        record = self.record.first_command()  # best effort: syncprims._services.record
+        if record is not None:
+            try:
+                await self.transport.command(
+                    *record, context="writing the client record", route=str(record[1])
+                )
+            except SyncPrimsError as error:
+                self.record.refused(error)
         await self._read_server()
         if self.config.lock_synced_replicas == "auto" and not isinstance(
             self.transport, ClusterRouter
@@ -385,23 +380,26 @@ class ExecutorBase(Generic[N, S]):
         self.record.forget()
 
 
+def _connection_kwargs(source: Source) -> dict[str, Any]:
+    """The settings of the source's connections (its pool's, or its cluster's)."""
+    if source.pool is not None:
+        kwargs = getattr(source.pool, "connection_kwargs", None)
+    else:
+        get = getattr(source.cluster, "get_connection_kwargs", None)
+        kwargs = get() if callable(get) else None
+    return kwargs if isinstance(kwargs, dict) else {}
+
+
 def client_name(source: Source) -> str | None:
     """The ``client_name`` the application gave its redis-py client, if any (for the
     client's record: ``syncprims._services.record``)."""
-    kwargs: object = None
-    if source.pool is not None:
-        kwargs = getattr(source.pool, "connection_kwargs", None)
-    elif source.cluster is not None:
-        get = getattr(source.cluster, "get_connection_kwargs", None)
-        kwargs = get() if callable(get) else None
-    name = kwargs.get("client_name") if isinstance(kwargs, dict) else None
+    name = _connection_kwargs(source).get("client_name")
     return name if isinstance(name, str) and name else None
 
 
 def _database(source: Source) -> int:
     """The ``db`` of the pool's connections (0 in a cluster, or when it says none)."""
-    kwargs = getattr(source.pool, "connection_kwargs", None) if source.pool is not None else None
-    db = kwargs.get("db") if isinstance(kwargs, dict) else None
+    db = _connection_kwargs(source).get("db") if source.pool is not None else None
     try:
         return int(db) if db is not None else 0
     except (TypeError, ValueError):

@@ -10,8 +10,8 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -44,10 +44,16 @@ __all__ = ["SyncExecutor"]
 log = logging.getLogger("syncprims")
 
 SyncTransport = SyncServer | SyncRouter
+T = TypeVar("T")
 
 _ROUTED_KEPT = 64  # routed MultiLock attempts an executor keeps (eval_many)
 EXIT_TIMEOUT = 0.5
 """Seconds each call made at interpreter exit waits for Redis (:meth:`SyncExecutor.at_exit`)."""
+
+
+async def _off_loop(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``work()`` run on a worker thread of the running loop (its calls block)."""
+    return await asyncio.get_running_loop().run_in_executor(None, lambda: run(work()))
 
 
 class _OffLoop:
@@ -56,23 +62,18 @@ class _OffLoop:
     def __init__(self, transport: SyncTransport) -> None:
         self._transport = transport
 
-    async def eval(self, call: ScriptCall, *, context: str) -> object:
-        transport = self._transport
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: run(transport.eval(call, context=context))
-        )
+    def eval(self, call: ScriptCall, *, context: str) -> Coroutine[Any, Any, Any]:
+        return _off_loop(lambda: self._transport.eval(call, context=context))
 
-    async def command(self, *args: str | int, context: str, route: str | None = None) -> object:
-        transport = self._transport
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: run(transport.command(*args, context=context, route=route))
-        )
+    def command(
+        self, *args: str | int, context: str, route: str | None = None
+    ) -> Coroutine[Any, Any, Any]:
+        return _off_loop(lambda: self._transport.command(*args, context=context, route=route))
 
-    async def eval_then(self, call: ScriptCall, then: Then, *, context: str) -> tuple[Any, Any]:
-        transport = self._transport
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: run(transport.eval_then(call, then, context=context))
-        )
+    def eval_then(
+        self, call: ScriptCall, then: Then, *, context: str
+    ) -> Coroutine[Any, Any, tuple[Any, Any]]:
+        return _off_loop(lambda: self._transport.eval_then(call, then, context=context))
 
 
 class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
@@ -90,19 +91,16 @@ class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
         super().__init__(config, source)
         timeout = self.bounds.timeout
         self.late_reply_window = timeout  # the fan-out's late lane reads until the deadline
+
+        def server(pool: Any, address: str) -> SyncServer:
+            return SyncServer(pool, address=address, timeout=timeout, share=config.pool_share)
+
         if source.cluster is not None:
             self.transport = SyncRouter(
-                SyncTopology(source.cluster),
-                lambda pool, address: SyncServer(
-                    pool, address=address, timeout=timeout, share=config.pool_share
-                ),
-                self.sleep,
-                source.address,
+                SyncTopology(source.cluster), server, self.sleep, source.address
             )
         else:
-            self.transport = SyncServer(
-                source.pool, address=source.address, timeout=timeout, share=config.pool_share
-            )
+            self.transport = server(source.pool, source.address)
         self._make_pubsub(ThreadSubscriber)
         self._pop_mutex = threading.Lock()
         self._popping = 0  # waits popping their grant now (claim_pop)
@@ -111,8 +109,7 @@ class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
         self._make_services(self.services, _OffLoop(self.transport))
 
     async def eval(self, call: ScriptCall, *, context: str, on_orphan: Orphan | None = None) -> Any:
-        # on_orphan: the core's contract names it for both faces; a blocking call's reply
-        # never outlives its caller (SyncServer.eval), so the transport takes none
+        # on_orphan not passed on: a blocking call's reply never outlives its caller
         return await self.transport.eval(call, context=context)
 
     async def eval_many(self, calls: Sequence[Call], enough: Enough | None = None) -> list[Any]:
@@ -260,10 +257,7 @@ class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
         async def blocking() -> None:
             await work()
 
-        async def off_loop() -> None:
-            await asyncio.get_running_loop().run_in_executor(None, run, blocking())
-
-        self.services.call_soon(lambda: self.services.spawn(off_loop()))
+        self.services.call_soon(lambda: self.services.spawn(_off_loop(blocking)))
 
     async def _close_services(self) -> None:
         """On the services loop: stop renewing."""
