@@ -20,7 +20,7 @@ import contextlib
 import functools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from syncprims._protocol.contracts import Orphan
@@ -121,13 +121,13 @@ class MuxConnection:
         self,
         make_connection: Callable[[], Any],
         loop: asyncio.AbstractEventLoop,
-        background: set[asyncio.Task[Any]],
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
         orphan_timeout: float,
         deadlines: Deadlines,
     ) -> None:
         self._make = make_connection
         self._loop = loop
-        self._background = background
+        self._spawn = spawn  # a background task, awaited by the server's drain()
         self._orphan_timeout = orphan_timeout
         self._deadlines = deadlines
         self._swept = False  # watched by the deadlines (see sweep())
@@ -404,11 +404,6 @@ class MuxConnection:
         for slot in waiting:
             _fail(slot, BrokenError(error, sent=True))
         self._spawn(adrop(wire.conn))
-
-    def _spawn(self, coro: Any) -> None:
-        task = self._loop.create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def aclose(self) -> None:
         """Close every wire (calls still on them fail as on a break); a wire being opened

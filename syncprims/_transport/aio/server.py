@@ -156,7 +156,7 @@ class AsyncServer:
                 MuxConnection(
                     lambda: own_connection(pool),
                     loop,
-                    self._background,
+                    self._spawn,
                     self._orphan_timeout,
                     deadlines,
                 )

@@ -327,8 +327,7 @@ class LateLane:
         if conn is None and handoff is not None and call.skip_if_busy and handoff.abandoned():
             # An attempt queued behind a late call, not needed any more (the others made
             # the quorum): not sent, so nothing to undo. Sent, it would be granted and
-            # undone, and keep the lane busy for the next attempt, on every pair of a
-            # loaded host (the call budget's RedLock pair went from 367 to 454 calls).
+            # undone, and keep the lane busy for the next attempt.
             return
         left = deadline - time.monotonic()
         if left <= 0:

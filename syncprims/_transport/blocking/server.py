@@ -47,7 +47,6 @@ from syncprims.errors import (
 )
 
 __all__ = [
-    "POOL_SHARE",
     "Lane",
     "SyncRouter",
     "SyncServer",
@@ -60,7 +59,6 @@ __all__ = [
 log = logging.getLogger("syncprims.transport")
 
 _IDLE_CAP = 8  # connections a server keeps checked out between calls (see checkout())
-POOL_SHARE = 8  # the most pooled connections a server holds at once (Config.pool_share)
 
 
 class _Process:
@@ -151,15 +149,15 @@ class SyncServer:
             ``SentinelConnectionPool``, fakeredis').
         address: where the server is, for messages.
         timeout: the longest wait for one reply, seconds.
+        share: the most of the pool's connections it holds at once (``Config.pool_share``).
     """
 
-    def __init__(self, pool: Any, *, address: str, timeout: float, share: int = POOL_SHARE) -> None:
+    def __init__(self, pool: Any, *, address: str, timeout: float, share: int) -> None:
         self.pool = pool
         self.address = address
         self.timeout = timeout
         own = pool.connection_kwargs.get("socket_timeout")
-        # A per-read timeout costs two settimeout() calls per read: pass one only when the
-        # connection's own would wait longer (or forever).
+        # a per-read timeout only where the connection's own would wait longer (or forever)
         self._read_timeout: float | None = None if own is not None and own <= timeout else timeout
         self.healthy = True  # False after a call failed to reach the server
         self._closed = False
