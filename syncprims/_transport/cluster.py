@@ -35,7 +35,7 @@ import redis.crc
 
 from syncprims._protocol.contracts import Call, ScriptCall, Then
 from syncprims._transport.caching import cache_free_pool
-from syncprims._transport.compat import amove_slot, astale, move_slot, node_pool
+from syncprims._transport.compat import amove_slot, move_slot, node_pool
 from syncprims._transport.errors import ClusterRedirectError
 from syncprims._transport.server import NodeServer
 from syncprims.errors import RedisConnectionError, ServerReplyError, SyncPrimsError, TransportError
@@ -119,17 +119,9 @@ class NodePool:
         self.connection_kwargs: dict[str, Any] = node.connection_kwargs
 
     async def get_connection(self) -> Any:
-        """A connected connection of the node (redis-py's ``acquire_connection``)."""
-        conn = self._node.acquire_connection()
-        try:
-            if conn.is_connected and await astale(conn):
-                await conn.disconnect()  # closed by the server, or holds unread data
-            if not conn.is_connected:
-                await conn.connect()
-        except BaseException:
-            self._node.release(conn)
-            raise
-        return conn
+        """A connection of the node (redis-py's ``acquire_connection``), not checked or
+        connected yet: the server does both before each use (``AsyncServer._pooled``)."""
+        return self._node.acquire_connection()
 
     async def release(self, conn: Any) -> None:
         """Give a connection back to the node."""
