@@ -8,20 +8,21 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, ParamSpec, Self, TypeVar
 
+from syncprims._core.lock.core import LockCore
+from syncprims._core.multi import MultiLockCore
 from syncprims._core.owners import OwnerId, current_thread_owner, explicit_owner
+from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.templates import require_plain_function
+from syncprims._protocol.timing import Duration
 
-__all__ = ["Guarded", "P", "T", "locked", "owner_of"]
+__all__ = ["Guarded", "LockLike", "P", "T", "locked", "owner_of"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
 def owner_of(owner: OwnerId | None) -> int:
-    """The owner id a call acts for: ``owner`` when given, else the current thread's.
-
-    The acquire and release methods of ``RLock`` and ``MultiLock`` spell it out inline: no
-    call of its own on a lock pair [hot-1]."""
+    """The owner id a call acts for: ``owner`` when given, else the current thread's."""
     return current_thread_owner() if owner is None else explicit_owner(owner)
 
 
@@ -75,3 +76,51 @@ class Guarded:
 
     def __exit__(self, *exc: object) -> None:
         self._leave()
+
+
+class LockLike(Guarded):
+    """What ``RLock`` (and its kinds) and ``MultiLock`` (and ``RedLock``) share: the
+    ``threading.Lock``-style methods, and ``async with`` for the current thread."""
+
+    __slots__ = ()
+
+    _core: LockCore | MultiLockCore
+
+    def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
+    ) -> bool:
+        """``threading.Lock``-style acquire, with the watchdog lease.
+
+        Args:
+            blocking: ``False`` for a single attempt.
+            timeout: seconds to wait when blocking; -1 (default) waits forever.
+            owner: as in ``lock``: an explicit owner ([`OwnerId`][syncprims.OwnerId])
+                instead of the current thread.
+
+        Returns:
+            ``True`` if the lock is now held.
+
+        Raises:
+            ValueError: a timeout with ``blocking=False``, or a negative timeout other
+                than -1.
+            TransportError: an RLock's Redis could not be reached (a MultiLock counts an
+                unreachable server as a failed attempt).
+        """
+        return _run(self._core.acquire(
+            current_thread_owner() if owner is None else explicit_owner(owner), blocking, timeout
+        ))
+
+    def release(self, *, owner: OwnerId | None = None) -> None:
+        """``threading.Lock``-style release: the same as ``unlock`` (its ``owner`` and
+        errors)."""
+        _run(self._core.unlock(current_thread_owner() if owner is None else explicit_owner(owner)))
+
+    def locked(self) -> bool:
+        """``threading.Lock``-style: the same as ``is_locked``."""
+        return _run(self._core.is_locked())
+
+    def _enter(self) -> None:
+        _run(self._core.lock(current_thread_owner(), None))
+
+    def _leave(self) -> None:
+        _run(self._core.unlock_on_exit(current_thread_owner()))

@@ -13,13 +13,13 @@ from syncprims._protocol.info import LockInfo
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
-from syncprims._sync._decorate import Guarded, owner_of
+from syncprims._sync._decorate import LockLike, owner_of
 from syncprims._sync._objects import RExpirable
 
 __all__ = ["FairLock", "NonReentrantFairLock", "NonReentrantLock", "RLock", "SpinLock"]
 
 
-class RLock(RExpirable, Guarded):
+class RLock(RExpirable, LockLike):
     """A reentrant lock held by one owner at a time, across processes and hosts.
 
     Use it to make one critical section run at a time anywhere in a fleet. It is Redisson's
@@ -207,44 +207,6 @@ class RLock(RExpirable, Guarded):
             TransportError: Redis could not be reached (after retries).
         """
         _run(self._core.ensure_held(owner_of(owner)))
-
-    def acquire(
-        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
-    ) -> bool:
-        """``threading.Lock``-style acquire, with the watchdog lease.
-
-        Args:
-            blocking: ``False`` for a single attempt.
-            timeout: seconds to wait when blocking; -1 (default) waits forever.
-            owner: as in [`lock`][syncprims.RLock.lock].
-
-        Returns:
-            ``True`` if the lock is now held.
-
-        Raises:
-            ValueError: a timeout with ``blocking=False``, or a negative timeout other
-                than -1.
-            TransportError: Redis could not be reached.
-        """
-        return _run(self._core.acquire(
-            _owner() if owner is None else _explicit(owner), blocking, timeout
-        ))
-
-    def release(self, *, owner: OwnerId | None = None) -> None:
-        """``threading.Lock``-style release: the same as
-        [`unlock`][syncprims.RLock.unlock] (its ``owner`` and errors)."""
-        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
-
-    def locked(self) -> bool:
-        """``threading.Lock``-style: the same as
-        [`is_locked`][syncprims.RLock.is_locked]."""
-        return _run(self._core.is_locked())
-
-    def _enter(self) -> None:
-        _run(self._core.lock(_owner(), None))
-
-    def _leave(self) -> None:
-        _run(self._core.unlock_on_exit(_owner()))
 
     def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

@@ -13,13 +13,13 @@ from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.stepping import run as _run
 from syncprims._protocol.timing import Duration
-from syncprims._sync._decorate import Guarded, owner_of
+from syncprims._sync._decorate import LockLike, owner_of
 from syncprims._sync._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
 
 
-class MultiLock(Guarded):
+class MultiLock(LockLike):
     """Several locks held as one: all of them, or none.
 
     Use it to take locks on several resources at once without deadlocks between owners
@@ -41,6 +41,7 @@ class MultiLock(Guarded):
 
     __slots__ = ("_core", "_locks")
 
+    _core: MultiLockCore
     _core_class: type[MultiLockCore] = MultiLockCore
 
     def __init__(self, *locks: RLock, on_lost: LostCallback | None = None) -> None:
@@ -168,36 +169,6 @@ class MultiLock(Guarded):
         explicit owner ([`OwnerId`][syncprims.OwnerId]) instead of the current thread.
         """
         return self._core.validity_time(owner_of(owner))
-
-    def acquire(
-        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
-    ) -> bool:
-        """``threading.Lock``-style acquire, with the watchdog lease (``owner``: as in
-        [`lock`][syncprims.MultiLock.lock]).
-
-        Raises:
-            ValueError: a timeout with ``blocking=False``, or a negative timeout other
-                than -1.
-        """
-        return _run(self._core.acquire(
-            _owner() if owner is None else _explicit(owner), blocking, timeout
-        ))
-
-    def release(self, *, owner: OwnerId | None = None) -> None:
-        """``threading.Lock``-style release: the same as
-        [`unlock`][syncprims.MultiLock.unlock]."""
-        _run(self._core.unlock(_owner() if owner is None else _explicit(owner)))
-
-    def locked(self) -> bool:
-        """``threading.Lock``-style: the same as
-        [`is_locked`][syncprims.MultiLock.is_locked]."""
-        return _run(self._core.is_locked())
-
-    def _enter(self) -> None:
-        _run(self._core.lock(_owner(), None))
-
-    def _leave(self) -> None:
-        _run(self._core.unlock_on_exit(_owner()))
 
     def statistics(self, *, owner: OwnerId | None = None) -> tuple[LockStatistics, ...]:
         """Each sub-lock's snapshot for the current thread (or ``owner``), in the order given.

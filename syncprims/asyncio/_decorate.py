@@ -7,20 +7,20 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, Self, TypeVar
 
+from syncprims._core.lock.core import LockCore
+from syncprims._core.multi import MultiLockCore
 from syncprims._core.owners import OwnerId, current_task_owner, explicit_owner
 from syncprims._protocol.templates import require_coroutine_function
+from syncprims._protocol.timing import Duration
 
-__all__ = ["Guarded", "P", "T", "locked", "owner_of"]
+__all__ = ["Guarded", "LockLike", "P", "T", "locked", "owner_of"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
 def owner_of(owner: OwnerId | None) -> int:
-    """The owner id a call acts for: ``owner`` when given, else the current task's.
-
-    The acquire and release methods of ``RLock`` and ``MultiLock`` spell it out inline: no
-    call of its own on a lock pair [hot-1]."""
+    """The owner id a call acts for: ``owner`` when given, else the current task's."""
     return current_task_owner() if owner is None else explicit_owner(owner)
 
 
@@ -74,3 +74,51 @@ class Guarded:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._leave()
+
+
+class LockLike(Guarded):
+    """What ``RLock`` (and its kinds) and ``MultiLock`` (and ``RedLock``) share: the
+    ``threading.Lock``-style methods, and ``async with`` for the current task."""
+
+    __slots__ = ()
+
+    _core: LockCore | MultiLockCore
+
+    async def acquire(
+        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
+    ) -> bool:
+        """``threading.Lock``-style acquire, with the watchdog lease.
+
+        Args:
+            blocking: ``False`` for a single attempt.
+            timeout: seconds to wait when blocking; -1 (default) waits forever.
+            owner: as in ``lock``: an explicit owner ([`OwnerId`][syncprims.OwnerId])
+                instead of the current task.
+
+        Returns:
+            ``True`` if the lock is now held.
+
+        Raises:
+            ValueError: a timeout with ``blocking=False``, or a negative timeout other
+                than -1.
+            TransportError: an RLock's Redis could not be reached (a MultiLock counts an
+                unreachable server as a failed attempt).
+        """
+        return await self._core.acquire(
+            current_task_owner() if owner is None else explicit_owner(owner), blocking, timeout
+        )
+
+    async def release(self, *, owner: OwnerId | None = None) -> None:
+        """``threading.Lock``-style release: the same as ``unlock`` (its ``owner`` and
+        errors)."""
+        await self._core.unlock(current_task_owner() if owner is None else explicit_owner(owner))
+
+    async def locked(self) -> bool:
+        """``threading.Lock``-style: the same as ``is_locked``."""
+        return await self._core.is_locked()
+
+    async def _enter(self) -> None:
+        await self._core.lock(current_task_owner(), None)
+
+    async def _leave(self) -> None:
+        await self._core.unlock_on_exit(current_task_owner())

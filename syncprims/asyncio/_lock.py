@@ -15,14 +15,14 @@ from syncprims._protocol.info import LockInfo
 from syncprims._protocol.loss import LossReason
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration, clock
-from syncprims.asyncio._decorate import Guarded, owner_of
+from syncprims.asyncio._decorate import LockLike, owner_of
 from syncprims.asyncio._objects import RExpirable
 from syncprims.errors import LockLostError, LockNotHeldError, TransportError
 
 __all__ = ["FairLock", "NonReentrantFairLock", "NonReentrantLock", "RLock", "SpinLock"]
 
 
-class RLock(RExpirable, Guarded):
+class RLock(RExpirable, LockLike):
     """A reentrant lock held by one owner at a time, across processes and hosts.
 
     Use it to make one critical section run at a time anywhere in a fleet. It is Redisson's
@@ -296,44 +296,6 @@ class RLock(RExpirable, Guarded):
             name=self.name,
             owner=self._core.field(owner),
         )
-
-    async def acquire(
-        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
-    ) -> bool:
-        """``threading.Lock``-style acquire, with the watchdog lease.
-
-        Args:
-            blocking: ``False`` for a single attempt.
-            timeout: seconds to wait when blocking; -1 (default) waits forever.
-            owner: as in [`lock`][syncprims.asyncio.RLock.lock].
-
-        Returns:
-            ``True`` if the lock is now held.
-
-        Raises:
-            ValueError: a timeout with ``blocking=False``, or a negative timeout other
-                than -1.
-            TransportError: Redis could not be reached.
-        """
-        return await self._core.acquire(
-            _owner() if owner is None else _explicit(owner), blocking, timeout
-        )
-
-    async def release(self, *, owner: OwnerId | None = None) -> None:
-        """``threading.Lock``-style release: the same as
-        [`unlock`][syncprims.asyncio.RLock.unlock] (its ``owner`` and errors)."""
-        await self._core.unlock(_owner() if owner is None else _explicit(owner))
-
-    async def locked(self) -> bool:
-        """``threading.Lock``-style: the same as
-        [`is_locked`][syncprims.asyncio.RLock.is_locked]."""
-        return await self._core.is_locked()
-
-    async def _enter(self) -> None:
-        await self._core.lock(_owner(), None)
-
-    async def _leave(self) -> None:
-        await self._core.unlock_on_exit(_owner())
 
     async def statistics(self, *, owner: OwnerId | None = None) -> LockStatistics:
         """A snapshot of the lock for debugging: holder, hold count, lease, local waiters.

@@ -11,13 +11,13 @@ from syncprims._core.owners import explicit_owner as _explicit
 from syncprims._protocol.contracts import LostCallback
 from syncprims._protocol.statistics import LockStatistics
 from syncprims._protocol.timing import Duration
-from syncprims.asyncio._decorate import Guarded, owner_of
+from syncprims.asyncio._decorate import LockLike, owner_of
 from syncprims.asyncio._lock import RLock
 
 __all__ = ["MultiLock", "RedLock"]
 
 
-class MultiLock(Guarded):
+class MultiLock(LockLike):
     """Several locks held as one: all of them, or none.
 
     Use it to take locks on several resources at once without deadlocks between owners
@@ -39,6 +39,7 @@ class MultiLock(Guarded):
 
     __slots__ = ("_core", "_locks")
 
+    _core: MultiLockCore
     _core_class: type[MultiLockCore] = MultiLockCore
 
     def __init__(self, *locks: RLock, on_lost: LostCallback | None = None) -> None:
@@ -166,36 +167,6 @@ class MultiLock(Guarded):
         explicit owner ([`OwnerId`][syncprims.OwnerId]) instead of the current task.
         """
         return self._core.validity_time(owner_of(owner))
-
-    async def acquire(
-        self, blocking: bool = True, timeout: Duration = -1, *, owner: OwnerId | None = None
-    ) -> bool:
-        """``threading.Lock``-style acquire, with the watchdog lease (``owner``: as in
-        [`lock`][syncprims.asyncio.MultiLock.lock]).
-
-        Raises:
-            ValueError: a timeout with ``blocking=False``, or a negative timeout other
-                than -1.
-        """
-        return await self._core.acquire(
-            _owner() if owner is None else _explicit(owner), blocking, timeout
-        )
-
-    async def release(self, *, owner: OwnerId | None = None) -> None:
-        """``threading.Lock``-style release: the same as
-        [`unlock`][syncprims.asyncio.MultiLock.unlock]."""
-        await self._core.unlock(_owner() if owner is None else _explicit(owner))
-
-    async def locked(self) -> bool:
-        """``threading.Lock``-style: the same as
-        [`is_locked`][syncprims.asyncio.MultiLock.is_locked]."""
-        return await self._core.is_locked()
-
-    async def _enter(self) -> None:
-        await self._core.lock(_owner(), None)
-
-    async def _leave(self) -> None:
-        await self._core.unlock_on_exit(_owner())
 
     async def statistics(self, *, owner: OwnerId | None = None) -> tuple[LockStatistics, ...]:
         """Each sub-lock's snapshot for the current task (or ``owner``), in the order given.
