@@ -101,16 +101,9 @@ class Row:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
-        return {
-            "scenario": self.scenario,
-            "peer": self.peer,
-            "metric": self.metric,
-            "unit": self.unit,
-            "median": self.median,
-            "min": self.spread[0],
-            "max": self.spread[1],
-            "runs": list(self.runs),
-        }
+        out = attrs.asdict(self)
+        out.update(runs=list(self.runs), median=self.median, min=self.spread[0], max=self.spread[1])
+        return out
 
 
 def present(peers: list[str], progress: Progress) -> list[str]:

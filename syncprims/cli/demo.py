@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 import attrs
@@ -130,15 +131,6 @@ class _Shared:
     results: Any
 
 
-@attrs.frozen
-class _Turn:
-    """A semaphore permit (``acquire``, ``release``) or a leadership (``campaign``,
-    ``resign``) behind the lock()/unlock() the demo loop calls."""
-
-    lock: Callable[[], object]
-    unlock: Callable[[], object]
-
-
 def _worker(job: _Job, shared: _Shared) -> None:
     # Ctrl-C in a terminal reaches every process of the group: the parent alone decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -163,8 +155,7 @@ def _worker(job: _Job, shared: _Shared) -> None:
         rng = random.Random(worker * 1000 + thread)
         sides: dict[str, Any]
         if job.primitive == "semaphore":
-            semaphore = client.get_semaphore(lock_name)
-            sides = {"s": _Turn(semaphore.acquire, semaphore.release)}
+            sides = {"s": client.get_semaphore(lock_name)}
         elif job.primitive == "redlock":
             sides = {"x": masters.get_red_lock(lock_name)}
         elif job.primitive == "rw":
@@ -172,7 +163,7 @@ def _worker(job: _Job, shared: _Shared) -> None:
             sides = {"r": rw.read_lock(), "w": rw.write_lock()}
         elif job.primitive == "election":
             election = client.get_leader_election(lock_name)
-            sides = {"x": _Turn(election.campaign, election.resign)}
+            sides = {"x": SimpleNamespace(acquire=election.campaign, release=election.resign)}
         else:  # a lock kind: made by its row of the table
             sides = {"x": make(KINDS[job.primitive], client, lock_name)}
         local: list[Hold] = []
@@ -184,7 +175,7 @@ def _worker(job: _Job, shared: _Shared) -> None:
                     mode = "r" if rng.random() < job.read_ratio else "w"
                 lock = sides[mode]
                 requested = time.monotonic_ns()
-                lock.lock()
+                lock.acquire()
                 acquired = time.monotonic_ns()
                 if mode in ("r", "s"):
                     raw.get(counter_key)
@@ -194,7 +185,7 @@ def _worker(job: _Job, shared: _Shared) -> None:
                     raw.set(counter_key, value + 1)
                 released = time.monotonic_ns()
                 try:
-                    lock.unlock()
+                    lock.release()
                 except (syncprims.LockNotHeldError, syncprims.TransportError):
                     if job.primitive != "redlock":
                         raise
