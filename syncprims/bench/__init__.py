@@ -93,7 +93,6 @@ _TARGETS: list[tuple[str, str, str, str, str | None, str, float]] = [
      "handoff", "p99", "syncprims", "python-redis-lock", "<", 1.0),
     ("handoff p50 <= 1.4 x BLPOP floor",
      "handoff", "p50", "syncprims", "BLPOP floor", "<=", 1.4),
-    # Issue 14's stricter ones (contention and quorum).
     ("uncontended >= 1.05 x raw EVALSHA floor",
      "uncontended", "pairs/s", "syncprims", "raw EVALSHA floor", ">=", 1.05),
     ("handoff p50 <= 0.8 x python-redis-lock",
@@ -122,7 +121,6 @@ _TARGETS: list[tuple[str, str, str, str, str | None, str, float]] = [
      "contended", "acquisitions/s", "syncprims FairLock", "python-redis-lock", ">=", 1.0),
     ("contended: Jain fairness >= 0.9 (RLock)",
      "contended", "Jain fairness", "syncprims", None, ">=", 0.9),
-    # Issue 28's (the shared connections).
     ("scale 256 tasks: pairs/s >= 3 x redis-py asyncio Lock",
      "scale distinct 256", "pairs/s", "syncprims", "redis-py", ">=", 3.0),
     ("scale 2,000 tasks: pairs/s >= 3 x redis-py asyncio Lock",

@@ -49,8 +49,6 @@ Figure = tuple[str, str, str]
 a :meth:`str.format` string)."""
 
 RUN_TIMES = "--quick about 1 minute, the full run about 20 minutes, on a quiet 2-core machine"
-"""On a 2-core VM: ``--quick`` 69-72 s at a load of 3-4, the full run 1,366 s (at a load of
-13-21 past 50 minutes, most of them in the scale scenario's 10,000 tasks)."""
 
 
 @attrs.frozen
