@@ -60,19 +60,6 @@ def server_executable() -> str | None:
     return chosen
 
 
-def _server_banner(executable: str) -> tuple[str, str]:
-    """``(name, version)`` from ``<executable> --version``: ``Redis server v=7.0.15 ...``
-    gives ``("redis-server", "7.0.15")``, ``Valkey server v=8.1.8 ...``
-    ``("valkey-server", "8.1.8")``; ``"?"`` for a version it cannot read."""
-    out = subprocess.run(
-        [executable, "--version"], capture_output=True, text=True, check=False
-    ).stdout
-    words = out.split()
-    name = "valkey-server" if words and words[0].lower() == "valkey" else "redis-server"
-    version = next((w[2:] for w in words if w.startswith("v=")), "?")
-    return name, version
-
-
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -231,7 +218,15 @@ class RedisServer(_Loopback):
 
     @functools.cached_property
     def _banner(self) -> tuple[str, str]:
-        return _server_banner(self.executable)
+        """``(name, version)`` from ``<binary> --version``: ``Redis server v=7.0.15 ...``
+        gives ``("redis-server", "7.0.15")``, ``Valkey server v=8.1.8 ...``
+        ``("valkey-server", "8.1.8")``; ``"?"`` for a version it cannot read."""
+        out = subprocess.run(
+            [self.executable, "--version"], capture_output=True, text=True, check=False
+        ).stdout
+        words = out.split()
+        name = "valkey-server" if words and words[0].lower() == "valkey" else "redis-server"
+        return name, next((w[2:] for w in words if w.startswith("v=")), "?")
 
     def name(self) -> str:
         """``redis-server`` or ``valkey-server``, from the binary's ``--version``."""

@@ -181,8 +181,8 @@ class Config:
             RLock or FairLock waiter registered for the one wake-up per release (or a
             grant) re-checks at least every second anyway, when it renews its registration
             (``ONE_WAKE_SLICE_MS``): it notices a release that published nothing (a plain
-            ``DEL`` by another client) within about a second (measured: 0.74-0.80 s after a
-            ``DEL``). A SpinLock polls with a back-off and listens to no message.
+            ``DEL`` by another client) within about a second. A SpinLock polls with a
+            back-off and listens to no message.
         fair_lock_wait_timeout: a fair-lock waiter's slot, seconds (Redisson
             ``fairLockWaitTimeout``, 300 s).
         lock_synced_replicas: after each lock acquisition, wait (``WAIT``, sent in the same
@@ -200,24 +200,22 @@ class Config:
             waiter that has waited longest, and a FairLock release to the head of its queue
             when that is a registered syncprims waiter, which then returns without another
             round trip (the one-hop grant, ``docs/locks.md``, ``docs/fair-lock.md``; default
-            ``True``). The cost: a waiter
-            that is alive but stopped (a debugger, a long GC pause, a partition) when it is
-            granted the lock holds it until its lease runs out (30 s under the watchdog),
-            where without grants it costs others 0.1 s. ``False``: a release only wakes that
-            waiter, which then takes the lock with its own script. Only for leases of 2 s
-            and more (the watchdog's, by default), and where no replica must acknowledge an
-            acquisition (``lock_synced_replicas`` 0, or ``"auto"`` on a master without
-            replicas): a grant skips ``WAIT``.
+            ``True``). The cost: a waiter that is alive but stopped (a debugger, a long GC
+            pause, a partition) when it is granted the lock holds it until its lease runs out
+            (30 s under the watchdog), where without grants it costs others 0.1 s. ``False``:
+            a release only wakes that waiter, which then takes the lock with its own script.
+            Only for leases of 2 s and more (the watchdog's, by default), and where no
+            replica must acknowledge an acquisition (``lock_synced_replicas`` 0, or
+            ``"auto"`` on a master without replicas): a grant skips ``WAIT``.
         lock_grant_direct: with ``lock_grant_handoff``, in the blocking face: a waiting
             thread takes its grant from a list of its own (``BLPOP`` on a connection it holds
             while it waits), which the release pushes the grant to, instead of from a pub/sub
-            message that the client's reader thread reads and passes on (a thread hop;
-            handoff p50 0.82x, same-run A/B, ``docs/design.md``). Each such waiting thread
-            holds a connection of syncprims' own (opened with the pool's settings, never
-            one of the pool's) while it waits, so at most ``lock_grant_direct_limit`` of
-            them wait this way at once; the others take their grant by message. Default
-            ``True``; the asyncio face always takes the message (its reader runs on the
-            waiter's own loop: no hop to save).
+            message that the client's reader thread reads and passes on (a thread hop,
+            ``docs/design.md``). Each such waiting thread holds a connection of syncprims'
+            own (opened with the pool's settings, never one of the pool's) while it waits,
+            so at most ``lock_grant_direct_limit`` of them wait this way at once; the others
+            take their grant by message. Default ``True``; the asyncio face always takes the
+            message (its reader runs on the waiter's own loop: no hop to save).
         lock_grant_direct_limit: how many threads of a client wait for a direct grant at
             once (each on a connection of its own, above). Default 16; 0 is
             ``lock_grant_direct=False``.

@@ -19,7 +19,7 @@ import threading
 
 import attrs
 
-from syncprims._protocol.contracts import ObjectCallback, Subscription, Wakeable, WakePolicy
+from syncprims._protocol.contracts import ObjectCallback, Subscription, WakePolicy
 from syncprims._protocol.keyspace import DELETED, EXPIRED, keyspace_channel
 from syncprims._services.loop import Scheduler
 from syncprims.errors import ClientClosedError
@@ -63,11 +63,7 @@ class ObjectListeners:
 
     def policy(self, channel: str) -> WakePolicy:
         """The pub/sub rule of ``channel``: hand its events to the listeners."""
-
-        def on_message(_sub: Wakeable, message: bytes) -> None:
-            self._on_event(channel, message)
-
-        return on_message
+        return lambda _sub, message: self._on_event(channel, message)
 
     def register(
         self,

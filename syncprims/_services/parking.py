@@ -22,14 +22,7 @@ from syncprims._protocol.contracts import Armed
 __all__ = ["Latch", "Signal"]
 
 
-class _Waiter:
-    __slots__ = ()
-
-    def wake(self) -> None:
-        raise NotImplementedError
-
-
-class _ThreadWaiter(_Waiter):
+class _ThreadWaiter:
     __slots__ = ("_lock",)
 
     def __init__(self) -> None:
@@ -45,7 +38,7 @@ class _ThreadWaiter(_Waiter):
         return self._lock.acquire(True, max(timeout, 0.0))
 
 
-class _CallbackWaiter(_Waiter):
+class _CallbackWaiter:
     __slots__ = ("_wake",)
 
     def __init__(self, wake: Callable[[], None]) -> None:
@@ -60,7 +53,7 @@ def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
         fut.set_result(value)
 
 
-class _TaskWaiter(_Waiter):
+class _TaskWaiter:
     __slots__ = ("_fut", "_loop")
 
     def __init__(self) -> None:
@@ -87,6 +80,9 @@ class _TaskWaiter(_Waiter):
             return await self._fut
         finally:
             handle.cancel()
+
+
+_Waiter = _ThreadWaiter | _CallbackWaiter | _TaskWaiter
 
 
 class _WaiterQueue:

@@ -324,15 +324,6 @@ class Subscriber:
         self._was_connected = False
         self.reconnects = 0
 
-    async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
-        """Take a reference on ``channel``'s subscription, subscribing if needed. Wait on
-        ``sub.ready`` before relying on messages.
-
-        Raises:
-            ClientClosedError: the client is shut down.
-        """
-        raise NotImplementedError
-
     def _connected(self) -> None:
         """The reader's connection is up; after the first, messages may have been lost, so
         every waiter re-checks."""
@@ -370,7 +361,12 @@ class ThreadSubscriber(Subscriber):
     _thread: threading.Thread | None = None  # the reader, started by the first acquire
 
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
-        """As :meth:`Subscriber.acquire` (never suspends)."""
+        """Take a reference on ``channel``'s subscription, subscribing if needed (never
+        suspends). Wait on ``sub.ready`` before relying on messages.
+
+        Raises:
+            ClientClosedError: the client is shut down.
+        """
         table = self.table
         with table.mutex:
             sub, new = table.take_locked(channel, policy)
@@ -505,7 +501,7 @@ class TaskSubscriber(Subscriber):
         self, pool: Any, *, address: str, timeout: float, name: str, sharded: bool = False
     ) -> None:
         super().__init__(pool, address=address, timeout=timeout, name=name, sharded=sharded)
-        self._write_lock: asyncio.Lock | None = None
+        self._write_lock = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._last_traffic = 0.0
@@ -513,14 +509,10 @@ class TaskSubscriber(Subscriber):
         self._lost: asyncio.Future[None] | None = None  # None: the task reads (_connect)
         self._background: set[asyncio.Task[Any]] = set()
 
-    def _lock(self) -> asyncio.Lock:
-        if self._write_lock is None:
-            self._write_lock = asyncio.Lock()
-        return self._write_lock
-
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
+        """As :meth:`ThreadSubscriber.acquire`, on the running loop."""
         table = self.table
-        async with self._lock():
+        async with self._write_lock:
             with table.mutex:
                 sub, new = table.take_locked(channel, policy)
             if new:
@@ -564,7 +556,7 @@ class TaskSubscriber(Subscriber):
             if read_in_callback(conn, self._on_reply, on_lost, self._spawn, _MESSAGES):
                 self._lost = lost
         table = self.table
-        async with self._lock():
+        async with self._write_lock:
             if table.is_closed():
                 return None
             self._conn = conn
@@ -630,7 +622,7 @@ class TaskSubscriber(Subscriber):
             if conn is None:
                 continue
             now = time.monotonic()
-            async with self._lock():
+            async with self._write_lock:
                 with table.mutex:
                     gone = table.expired_locked(now)
                 await self._write(table.unsubscribe, gone)
@@ -670,7 +662,7 @@ class TaskSubscriber(Subscriber):
 
     def forget(self) -> None:
         super().forget()
-        self._write_lock = None
+        self._write_lock = asyncio.Lock()
         self._reader = self._keeper = None
 
 
