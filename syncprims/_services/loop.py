@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -32,13 +31,6 @@ class Scheduler(Protocol):
         """Start a task on the loop (called on the loop); kept alive until done."""
 
 
-def _task_done(tasks: set[asyncio.Task[Any]], name: str, task: asyncio.Task[Any]) -> None:
-    """A background task of a loop ended: forget it; log its error, if any."""
-    tasks.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        log.error("%s: background task failed", name, exc_info=task.exception())
-
-
 class _Background:
     """What both loops share: the background tasks they keep alive until done."""
 
@@ -57,7 +49,13 @@ class _Background:
             return
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(functools.partial(_task_done, self._tasks, self._name))
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """A background task ended: forget it; log its error, if any."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: background task failed", self._name, exc_info=task.exception())
 
 
 class ServiceLoop(_Background):

@@ -2,12 +2,9 @@
 subscriptions shared per channel and counted by reference.
 
 docs/design.md, "Waking waiters" (Redisson's ``PublishSubscribe`` / ``LockPubSub``,
-redisson-spec.md 1.6): each subscription has a :class:`~syncprims._services.parking.Latch`
-that messages release by the channel's wake-up rule; subscriptions linger for
-:data:`LINGER` seconds after their last user; each channel has its own ``SUBSCRIBE``, so a
-refusal (``NOPERM``) is kept on that subscription alone (its waiters raise
-``ServerReplyError``); after a drop the reader reconnects (back-off 50 ms .. 2 s),
-subscribes again, and only then wakes every waiter to re-check.
+redisson-spec.md 1.6): a refused ``SUBSCRIBE`` (``NOPERM``) makes that subscription's
+waiters raise ``ServerReplyError``; a dropped connection is opened again after a back-off
+of 50 ms .. 2 s.
 
 The bookkeeping is written once (:class:`SubscriptionTable`: references, confirmations,
 refusals, lingering, dispatch); two drivers move the bytes, each on a connection of its own
@@ -179,11 +176,16 @@ class SubscriptionTable:
 
     # -- driver side ----------------------------------------------------------------------
 
-    def subscribing_locked(self, channels: list[str]) -> None:
-        """Record SUBSCRIBEs about to be written, in this order."""
+    def commands_locked(self, command: str, channels: list[str]) -> list[tuple[str, ...]]:
+        """The commands that write ``command`` (:attr:`subscribe` or :attr:`unsubscribe`)
+        for ``channels``: one SUBSCRIBE each (a refusal names its channel), recorded as
+        about to be written in this order, or one UNSUBSCRIBE for them all."""
+        if command != self.subscribe:
+            return [(command, *channels)] if channels else []
         for channel in channels:
             self._pending[channel] = self._pending.get(channel, 0) + 1
             self._order.append(channel)
+        return [(command, channel) for channel in channels]
 
     def expired_locked(self, now: float) -> list[str]:
         """Drop the subscriptions unused for ``LINGER`` seconds (and the oldest beyond
@@ -201,7 +203,7 @@ class SubscriptionTable:
 
     def reconnected_locked(self) -> list[str]:
         """A new connection: forget what the old one had pending; every channel to
-        subscribe again (the caller records them with :meth:`subscribing_locked`)."""
+        subscribe again (the caller records them with :meth:`commands_locked`)."""
         self._pending.clear()
         self._order.clear()
         return list(self.entries)
@@ -384,12 +386,8 @@ class ThreadSubscriber(Subscriber):
         if conn is None:
             return  # (re)connecting: the reader subscribes every registered channel
         try:
-            if command == self.table.subscribe:
-                self.table.subscribing_locked(channels)
-                for channel in channels:  # one command each: a refusal names its channel
-                    conn.send_command(command, channel, check_health=False)
-            elif channels:
-                conn.send_command(command, *channels, check_health=False)
+            for args in self.table.commands_locked(command, channels):
+                conn.send_command(*args, check_health=False)
         except Exception as error:  # the reader notices the broken connection and reconnects
             log.debug("pub/sub: %s failed: %r", command, error)
 
@@ -532,14 +530,11 @@ class TaskSubscriber(Subscriber):
         conn = self._conn
         if conn is None or not channels:
             return  # (re)connecting: the reader subscribes every registered channel
+        with self.table.mutex:
+            commands = self.table.commands_locked(command, channels)
         try:
-            if command == self.table.subscribe:
-                with self.table.mutex:
-                    self.table.subscribing_locked(channels)
-                for channel in channels:
-                    await conn.send_command(command, channel, check_health=False)
-            else:
-                await conn.send_command(command, *channels, check_health=False)
+            for args in commands:
+                await conn.send_command(*args, check_health=False)
         except ERRORS.failures as error:  # the reader notices the broken connection and reconnects
             log.debug("pub/sub: %s failed: %r", command, error)
 
