@@ -121,21 +121,17 @@ def _killed_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-def exit_with_parent(interval: float = 0.5) -> None:
+def exit_with_parent() -> None:
     """Make this process (a ``multiprocessing`` child, spawned or forked by a fork server)
-    exit once the process that started it is gone: a daemon thread looks every ``interval``
-    seconds and ends this one with ``os._exit(1)`` when that process is dead (killed, even
-    by SIGKILL: no such process, or a zombie not yet reaped).
-
-    Args:
-        interval: seconds between two looks.
-    """
+    exit once the process that started it is gone: a daemon thread looks every 0.5 s and
+    ends this one with ``os._exit(1)`` when that process is dead (killed, even by SIGKILL:
+    no such process, or a zombie not yet reaped)."""
     known = multiprocessing.parent_process()
     parent = known.pid if known is not None and known.pid is not None else os.getppid()
 
     def watch() -> None:
         while _running(parent):
-            time.sleep(interval)
+            time.sleep(0.5)
         os._exit(1)
 
     threading.Thread(target=watch, name="syncprims-exit-with-parent", daemon=True).start()

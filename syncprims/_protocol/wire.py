@@ -1,10 +1,8 @@
 """Commands encoded once: the RESP bytes of a lock's hot calls, kept and reused.
 
-An uncontended RLock pair sends two ``EVALSHA`` calls of 12 and 17 arguments, costly to
-encode afresh each time (docs/measurements.md, "[hot-5]"). The acquire of one owner with one
-lease is the same command every time: it is encoded once (:func:`wired`). The unlock differs
-only in its unlock key, unique per call: the bytes before and after it are encoded once, and
-the key is put between them (:class:`Splice`).
+The acquire of one owner with one lease is the same command every time: it is encoded once
+(:func:`wired`). The unlock differs only in its unlock key, unique per call: the bytes before
+and after it are encoded once, and the key is put between them (:class:`Splice`).
 
 The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as
 UTF-8 (Redisson's ``StringCodec``, whatever the client's ``encoding``), numbers by their
@@ -61,14 +59,10 @@ def encode(command: Sequence[Any]) -> bytes:
 
 def pack(command: tuple[Any, ...]) -> list[bytes]:
     """``command`` encoded for a connection's ``send_packed_command`` or a stream's
-    ``writelines`` (a list: both iterate it).
-
-    hiredis' C encoder (a dependency), called directly: ``redis.asyncio`` connections
-    otherwise pack in pure Python, and the blocking ones wrap the same encoder in a
-    per-argument Python check. Text is UTF-8 whatever the client's ``encoding``, so names and
+    ``writelines`` (a list: both iterate it), by hiredis' encoder, or :func:`encode` (the
+    same bytes) without it. Text is UTF-8 whatever the client's ``encoding``, so names and
     owner fields are the same bytes for every client; a command encoded already
-    (:class:`Wired`) is sent as it is. Without hiredis, :func:`encode` makes the same bytes.
-    """
+    (:class:`Wired`) is sent as it is."""
     if type(command) is Wired:
         return command.wire
     if _hiredis_pack is not None:
