@@ -41,6 +41,10 @@ class Janitor:
         self._services = services
         self._runner = runner
         self._slot_of = slot_of or (lambda key: 0)
+        self.forget()
+
+    def forget(self) -> None:
+        """The state a new janitor starts with; after ``os.fork()``, in the child."""
         self._mutex = threading.Lock()
         self._keys: list[str] = []
         self._scheduled = False
@@ -94,10 +98,3 @@ class Janitor:
             )
         except Exception as error:  # they expire by their TTL anyway
             log.debug("janitor: UNLINK of %d keys failed: %s", len(keys), error)
-
-    def forget(self) -> None:
-        """After ``os.fork()``, in the child."""
-        self._mutex = threading.Lock()
-        self._keys = []
-        self._scheduled = False
-        self._delay = FLUSH_DELAY

@@ -51,11 +51,16 @@ class ObjectListeners:
     def __init__(self, scheduler: Scheduler, *, database: int) -> None:
         self._scheduler = scheduler
         self.database = database
-        self._mutex = threading.Lock()
         self._ids = itertools.count(1)
+        self._closed = False
+        self.forget()
+
+    def forget(self) -> None:
+        """The state a new registry starts with; after ``os.fork()``, in the child: the
+        parent's subscriptions are not ours."""
+        self._mutex = threading.Lock()
         self._listeners: dict[int, _Listener] = {}
         self._by_channel: dict[str, dict[int, _Listener]] = {}
-        self._closed = False
 
     def channel(self, name: str) -> str:
         """The keyspace channel of the key ``name`` in the client's database."""
@@ -118,12 +123,6 @@ class ObjectListeners:
             self._closed = True
             self._listeners.clear()
             self._by_channel.clear()
-
-    def forget(self) -> None:
-        """After ``os.fork()``, in the child: the parent's subscriptions are not ours."""
-        self._mutex = threading.Lock()
-        self._listeners = {}
-        self._by_channel = {}
 
     # -- delivery -------------------------------------------------------------------------
 

@@ -63,9 +63,15 @@ class ServiceLoop(_Background):
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
+        self.forget()
+
+    def forget(self) -> None:
+        """The state a new loop starts with; after ``os.fork()``, in the child: the thread
+        did not survive; start afresh lazily."""
         self._mutex = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._tasks = set()
 
     @property
     def started(self) -> bool:
@@ -140,13 +146,6 @@ class ServiceLoop(_Background):
             loop.call_soon_threadsafe(loop.stop)
         if thread is not threading.current_thread():
             thread.join(timeout)
-
-    def forget(self) -> None:
-        """After ``os.fork()``, in the child: the thread did not survive; start afresh lazily."""
-        self._mutex = threading.Lock()
-        self._loop = None
-        self._thread = None
-        self._tasks = set()
 
 
 class CallerLoop(_Background):

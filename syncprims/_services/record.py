@@ -78,16 +78,21 @@ class ClientRecord:
         self._runner = runner
         self._client_id = client_id
         self._client_name = client_name
+        self._ms = round(TTL * 1000)
+        self._enabled = enabled
+        self._closed = not enabled  # no more writes (disabled, refused, or shut down)
+        self._refused = False  # NOPERM: the user may not touch the key (no DEL either)
+        self.forget()
+
+    def forget(self) -> None:
+        """The state a new record starts with; after ``os.fork()``, in the child: the
+        parent's timer did not survive."""
         self._mutex = threading.Lock()
         self.announced: str | None = None
         """The client id whose record is kept (read without the lock: a stale read only
         makes :meth:`announce` look again)."""
         self._written: str | None = None  # the client id written at connect
-        self._ms = round(TTL * 1000)
         self._timer: asyncio.TimerHandle | None = None  # loop-only
-        self._enabled = enabled
-        self._closed = not enabled  # no more writes (disabled, refused, or shut down)
-        self._refused = False  # NOPERM: the user may not touch the key (no DEL either)
 
     def announce(self) -> None:
         """Keep the record of the current client id, from now on (idempotent, cheap)."""
@@ -178,13 +183,6 @@ class ClientRecord:
         if not self._enabled or self._refused:
             return []
         return [record_key(client_id) for client_id in ids if client_id is not None]
-
-    def forget(self) -> None:
-        """After ``os.fork()``, in the child: the parent's timer did not survive."""
-        self._mutex = threading.Lock()
-        self.announced = None
-        self._written = None
-        self._timer = None
 
 
 @functools.cache

@@ -132,6 +132,16 @@ class Watchdog:
         self._batch_size = batch_size
         self._retry_delay = retry_delay
         self._tick = min(0.1, lease / 15)  # a fifth of a renewal period
+        self._next_check = 0.0
+        # Statistics (read without the mutex: approximate).
+        self.renewed = 0
+        self.round_trips = 0
+        self.lost = 0
+        self.forget()
+
+    def forget(self) -> None:
+        """The state a new watchdog starts with; after ``os.fork()``, in the child: the
+        parent's holds are not ours."""
         self._mutex = threading.Lock()
         self._renewals: dict[tuple[str, str], _Renewal] = {}
         self._new: list[_Renewal] = []
@@ -146,12 +156,7 @@ class Watchdog:
         self._timer: asyncio.TimerHandle | None = None
         # The servers' last readings (module docstring), by node (None: the one server).
         self.lives: dict[object, ServerLife] = {}
-        self._next_check = 0.0
         self._checking = False
-        # Statistics (read without the mutex: approximate).
-        self.renewed = 0
-        self.round_trips = 0
-        self.lost = 0
 
     # -- request threads ------------------------------------------------------------------
 
@@ -276,19 +281,6 @@ class Watchdog:
 
     def __len__(self) -> int:
         return len(self._renewals)
-
-    def forget(self) -> None:
-        """After ``os.fork()``, in the child: the parent's holds are not ours."""
-        self._mutex = threading.Lock()
-        self._renewals = {}
-        self._new = []
-        self._dropped = []
-        self._late = {}
-        self._ticking = False
-        self._wheel = TimingWheel(self._tick, 512, clock())
-        self._timer = None
-        self.lives = {}
-        self._checking = False
 
     # -- services loop ----------------------------------------------------------------------
 
