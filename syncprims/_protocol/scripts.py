@@ -35,14 +35,9 @@ def _read(name: str) -> str:
 
 
 def load(name: str) -> Script:
-    """Load ``lua/<name>.lua`` from the package.
-
-    A line ``-- @include <other>`` is replaced by ``lua/<other>.lua`` (shared helpers, such
-    as the fair lock's stale-waiter purge, are written once).
-
-    Raises:
-        FileNotFoundError: no such script.
-    """
+    """Load ``lua/<name>.lua`` from the package. A line ``-- @include <other>`` is replaced
+    by ``lua/<other>.lua`` (shared helpers, such as the fair lock's stale-waiter purge, are
+    written once)."""
     lines = []
     for line in _read(name).splitlines(keepends=True):
         if line.startswith("-- @include "):

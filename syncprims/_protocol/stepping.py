@@ -16,12 +16,9 @@ T = TypeVar("T")
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Step ``coro`` to completion and return its result (exceptions propagate).
-
-    Raises:
-        RuntimeError: the coroutine suspended: an internal error (an asyncio operation
-            reached the sync face).
-    """
+    """Step ``coro`` to completion and return its result (exceptions propagate); a
+    coroutine that suspends (an asyncio operation reached the sync face) is an internal
+    error."""
     try:
         coro.send(None)
     except StopIteration as stop:

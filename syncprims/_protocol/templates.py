@@ -66,11 +66,7 @@ def lock_namer(name: object, func: Callable[..., object]) -> Namer:
 
 
 def require_coroutine_function(func: object) -> None:
-    """The asyncio face decorates ``async def`` functions only.
-
-    Raises:
-        TypeError: ``func`` is not a coroutine function.
-    """
+    """The asyncio face decorates ``async def`` functions only (``TypeError``)."""
     if not inspect.iscoroutinefunction(func):
         raise TypeError(
             f"the asyncio face's lock decorators take async functions, not {func!r} "
@@ -79,11 +75,7 @@ def require_coroutine_function(func: object) -> None:
 
 
 def require_plain_function(func: object) -> None:
-    """The sync face decorates plain (blocking) functions only.
-
-    Raises:
-        TypeError: ``func`` is not callable, or is a coroutine function.
-    """
+    """The sync face decorates plain (blocking) functions only (``TypeError``)."""
     if not callable(func):
         raise TypeError(f"a lock decorates a function, not {type(func).__name__}")
     if inspect.iscoroutinefunction(func):

@@ -72,11 +72,7 @@ class TimingWheel(Generic[T]):
             self._count -= 1
 
     def advance(self, now: float) -> list[T]:
-        """Collect every item whose due time is ``<= now``, in due-time order.
-
-        Returns:
-            The due items; they are removed from the wheel.
-        """
+        """Remove and return every item whose due time is ``<= now``, in due-time order."""
         target = math.floor(now / self._tick)
         if target < self._done_tick + 1:
             return []
