@@ -35,9 +35,6 @@ class TimingWheel(Generic[T]):
             ``now >= due``; precision is one tick.
         slots: number of buckets; items further away than ``tick * slots`` wait extra rounds.
         start: the clock reading at construction.
-
-    Raises:
-        ValueError: ``tick`` is not positive or ``slots`` is below 1.
     """
 
     def __init__(self, tick: float, slots: int = 512, start: float = 0.0) -> None:
