@@ -2,18 +2,16 @@
 
 docs/locks.md, "Who holds it: info()" ("Which process"): ``syncprims_client:{<client id>}``
 = ``{"host": ..., "pid": ..., "client_name": ..., "version": ...}`` (a JSON string, ``SET
-... PX``), and why not ``CLIENT SETNAME``. Decisions beyond that page:
+... PX``), its lifetime (:data:`TTL`, :data:`REFRESH`), and why not ``CLIENT SETNAME``.
+Decisions beyond that page:
 
 * **Off the lock's hot path.** ``connect()`` writes it (:meth:`ClientRecord.first_command`);
   the first acquisition (its first ``refuse_if_closing``) only arms the refresh timer on the
   services loop, and later ones compare the client id with the one announced. No acquire
   script changes (a write at the first acquisition could hold a frozen master's kept
   connection, which a RedLock fan-out then waited out).
-* **Lives with the client**: it expires :data:`TTL` after its last write, is written again
-  every :data:`REFRESH` from a timer of the services loop, and is deleted at shutdown (the
-  blocking face also at interpreter exit, ``syncprims._runtime.sync``). A forked child has a
-  new client id (``syncprims._runtime.base``) and announces anew.
-* **Optional** (``Config.client_record``).
+* The blocking face also deletes it at interpreter exit (``syncprims._runtime.sync``). A
+  forked child has a new client id (``syncprims._runtime.base``) and announces anew.
 * **Best effort.** A write that fails is logged at DEBUG and tried again at the next
   refresh (an outage), or never again (``NOPERM``: an ACL without ``~syncprims_client:*``,
   one ``ACL LOG`` entry per client); ``info()`` then reports the holder as having no record.
