@@ -48,14 +48,7 @@ class FencedLockCore(LockCore):
         flag, value = reply
         return None if int(flag) == 0 else int(value)
 
-    def acquired(
-        self,
-        field: str,
-        lease: int,
-        watchdog: bool,
-        reply: Any = None,
-        since: float | None = None,
-    ) -> None:
+    def acquired(self, field: str, lease: int, watchdog: bool, reply: Any, since: float) -> None:
         if reply is not None:
             self._tokens[field] = int(reply[1])
         super().acquired(field, lease, watchdog, reply, since)

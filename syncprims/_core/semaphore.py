@@ -63,6 +63,10 @@ MAX_PERMITS_PER_CALL = 1000
 release script unpacks the ids, and Lua's stack holds about 8000 values)."""
 
 
+def _acquiring(many: bool) -> str:
+    return "acquiring permits of" if many else "acquiring a permit of"
+
+
 def _check_many(permits: object) -> int:
     """A multi-permit count: an ``int`` from 0 to ``MAX_PERMITS_PER_CALL``."""
     count = check_count(permits, "permits")
@@ -295,7 +299,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
             call = ScriptCall(
                 scripts.PES_ACQUIRE, keys, [permits[0], expiry, now, NEVER_MS, self.publish]
             )
-        action = "acquiring permits of" if many else "acquiring a permit of"
+        action = _acquiring(many)
         reply = await self.run_script(
             call,
             action=action,
@@ -320,7 +324,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
                 lease,
             )
             try:
-                await self._release_leased(permits, many=many)
+                await self._give_back(permits, reply, many=many)
             except SyncPrimsError as error:  # their lease bounds them
                 log.debug("%s: giving back late permits failed: %r", self.name, error)
             return 0
@@ -331,13 +335,10 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         return max(1, int(reply) - int(now))
 
     async def _give_back(self, permits: list[bytes], late_reply: Any, *, many: bool) -> None:
-        """The late reply of an attempt whose caller went away: release what it leased."""
+        """Release what an attempt leased (``late_reply`` 1: its late reply, whose caller
+        went away, or its reply past the lease)."""
         if late_reply == 1:
-            await self._release_leased(permits, many=many)
-
-    async def _release_leased(self, permits: list[bytes], *, many: bool) -> None:
-        """Release what one attempt leased (:meth:`_attempt`'s ``permits`` and ``many``)."""
-        await (self._release_many(permits) if many else self._release(permits[0]))
+            await (self._release_many(permits) if many else self._release(permits[0]))
 
     async def try_acquire(self, wait_time: object, lease_time: object) -> str | None:
         """Lease one permit within ``wait_time`` seconds; its id, or ``None``.
@@ -349,16 +350,8 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         Raises:
             TypeError, ValueError: bad durations (nothing is sent).
         """
-        wait = wait_seconds(wait_time)
-        if lease_time is not None:
-            lease_ms(lease_time)  # validate before anything is sent
-        permit = secrets.token_bytes(16)
-        self._ex.refuse_if_closing(self.context("acquiring a permit of"))
-        plan = WaitPlan(wait, self.channel, semaphore_policy, self.name)
-        acquired = await acquire_loop(
-            self._ex, lambda: self._attempt([permit], lease_time, many=False), plan
-        )
-        return permit.hex() if acquired else None
+        ids = await self._lease(1, wait_time, lease_time, many=False)
+        return None if ids is None else ids[0]
 
     async def acquire(self, blocking: object, timeout: object, lease_time: object) -> str | None:
         """Lease one permit with the ``threading.Semaphore.acquire(blocking, timeout)``
@@ -374,17 +367,23 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         Raises:
             TypeError, ValueError: a bad count or duration (nothing is sent).
         """
-        count = _check_many(permits)
+        return await self._lease(_check_many(permits), wait_time, lease_time, many=True)
+
+    async def _lease(
+        self, count: int, wait_time: object, lease_time: object, *, many: bool
+    ) -> list[str] | None:
+        """Lease ``count`` new permits (all or none; ``many``: as :meth:`_attempt`); their
+        ids, or ``None``."""
         wait = wait_seconds(wait_time)
         if lease_time is not None:
             lease_ms(lease_time)  # validate before anything is sent
         if count == 0:
             return []
-        self._ex.refuse_if_closing(self.context("acquiring permits of"))
+        self._ex.refuse_if_closing(self.context(_acquiring(many)))
         ids = [secrets.token_bytes(16) for _ in range(count)]
         plan = WaitPlan(wait, self.channel, semaphore_policy, self.name)
         acquired = await acquire_loop(
-            self._ex, lambda: self._attempt(ids, lease_time, many=True), plan
+            self._ex, lambda: self._attempt(ids, lease_time, many=many), plan
         )
         return [permit.hex() for permit in ids] if acquired else None
 
@@ -448,16 +447,16 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         """
         if not await self.try_release(permit_id):
             if isinstance(permit_id, str) or not isinstance(permit_id, Sequence):
-                what, shown = f"permit {permit_id} of", str(permit_id)
-            else:
-                shown = ", ".join(str(one) for one in permit_id)
-                what = f"one of the permits {shown} (none was released) of"
-            raise PermitNotHeldError(
-                f"{what} {self.kind} {self.name!r} is unknown, already released, or its "
-                "lease ran out",
-                name=self.name,
-                permit_id=shown,
-            )
+                raise self._not_held(f"permit {permit_id} of", str(permit_id))
+            shown = ", ".join(str(one) for one in permit_id)
+            raise self._not_held(f"one of the permits {shown} (none was released) of", shown)
+
+    def _not_held(self, what: str, shown: str) -> PermitNotHeldError:
+        return PermitNotHeldError(
+            f"{what} {self.kind} {self.name!r} is unknown, already released, or its lease ran out",
+            name=self.name,
+            permit_id=shown,
+        )
 
     async def get_permits(self) -> int:
         """All permits, available and leased (0 when the counter does not exist), after
@@ -505,12 +504,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         )
         ms = int(reply)
         if ms == 0:
-            raise PermitNotHeldError(
-                f"permit {permit_id} of {self.kind} {self.name!r} is unknown, already "
-                "released, or its lease ran out",
-                name=self.name,
-                permit_id=str(permit_id),
-            )
+            raise self._not_held(f"permit {permit_id} of", str(permit_id))
         return None if ms < 0 else ms / 1000
 
     async def update_lease_time(self, permit_id: object, lease_time: object) -> bool:

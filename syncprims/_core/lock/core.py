@@ -123,13 +123,12 @@ class LockCore(ExpirableCore):
         keys refuses (then :meth:`refuses_own_keys` falls back for the client)."""
         return self.one_wake is not None and not self.client_state.own_keys_refused
 
-    def refuses_own_keys(self, error: ServerReplyError, *, tried: bool | None = None) -> bool:
+    def refuses_own_keys(self, error: ServerReplyError, *, tried: bool) -> bool:
         """After ``error`` on a call: whether to make it again with Redisson's script (a
         ``NOPERM`` on syncprims' own keys; decided once per client,
         :meth:`~syncprims._core.lock.clientstate.ClientLocks.refuses_own_keys`). ``tried``:
-        whether the failed call used them (default: whether it would now)."""
-        used = self.uses_own_keys() if tried is None else tried
-        return self.client_state.refuses_own_keys(error, tried=used, where=self.waiters_key)
+        whether the failed call used them."""
+        return self.client_state.refuses_own_keys(error, tried=tried, where=self.waiters_key)
 
     # -- owners -------------------------------------------------------------------------------
 
@@ -238,24 +237,18 @@ class LockCore(ExpirableCore):
 
     # -- acquire ------------------------------------------------------------------------------
 
-    def attempt(
-        self, field: str, lease: int, watchdog: bool, wait: float, grant: GrantWait | None = None
-    ) -> Coroutine[Any, Any, int | None]:
-        """One run of the acquire script (:meth:`_attempt`'s coroutine itself, no layer of
-        its own on the hot path): ``None`` when acquired, else how long to wait (ms)."""
-        return self._attempt(field, lease, watchdog, wait, grant)
-
-    async def _attempt(
+    async def attempt(
         self, field: str, lease: int, watchdog: bool, wait: float, grant: GrantWait | None = None
     ) -> int | None:
-        """:meth:`attempt`. A ``NOPERM`` on syncprims' own keys (nothing ran) falls back to
-        Redisson's script (``clientstate.py``). With replicas to wait for
-        (``lock_synced_replicas``), ``WAIT`` goes in the same write as the script (one round
-        trip, as Redisson's batch; ``replica_sync.py``). With ``grant`` (a wait that may be
-        granted the lock, ``grant.py``), the attempt keeps the wait registered and may claim a
-        grant."""
+        """One run of the acquire script: ``None`` when acquired, else how long to wait (ms).
+
+        A ``NOPERM`` on syncprims' own keys (nothing ran) falls back to Redisson's script
+        (``clientstate.py``). With replicas to wait for (``lock_synced_replicas``), ``WAIT``
+        goes in the same write as the script (one round trip, as Redisson's batch;
+        ``replica_sync.py``). With ``grant`` (a wait that may be granted the lock,
+        ``grant.py``), the attempt keeps the wait registered and may claim a grant."""
         ex = self._ex
-        tried = self.uses_own_keys()  # for the NOPERM fall-back (attempt's docstring)
+        tried = self.uses_own_keys()  # for the NOPERM fall-back (docstring)
         member = fresh = ""
         floor = 0.0
         single = wait  # the wait the call says (0: a single attempt)
@@ -296,7 +289,7 @@ class LockCore(ExpirableCore):
             raise
         except ServerReplyError as error:  # Redis answered (an error reply): nothing comes later
             if self.refuses_own_keys(error, tried=tried):  # NOPERM: Redisson's scripts now
-                return await self._attempt(field, lease, watchdog, wait)
+                return await self.attempt(field, lease, watchdog, wait)
             raise
         except SyncPrimsError:
             raise
@@ -330,18 +323,14 @@ class LockCore(ExpirableCore):
             return int(reply[0])
         return int(reply)
 
-    def acquired(
-        self, field: str, lease: int, watchdog: bool, reply: Any = None, since: float | None = None
-    ) -> None:
+    def acquired(self, field: str, lease: int, watchdog: bool, reply: Any, since: float) -> None:
         """Book-keeping after a successful acquire: lease memory and watchdog registration
         (``syncprims._core.lock.holds``).
 
         ``since`` (monotonic seconds) is when the acquiring call was first sent: Redis set the
         lease no earlier, so a lease counted from it ends no later here than in Redis.
         """
-        self.holds.acquired(
-            field, lease, watchdog, self._ex.monotonic() if since is None else since
-        )
+        self.holds.acquired(field, lease, watchdog, since)
 
     async def try_lock(
         self, owner: int, wait_time: object, lease_time: object, max_hold: object = None

@@ -74,7 +74,5 @@ class LockView(Protocol):
     ) -> ScriptCall:
         """An attempt of a grant wait (``grant.py``)."""
 
-    def acquired(
-        self, field: str, lease: int, watchdog: bool, reply: Any = None, since: float | None = None
-    ) -> None:
+    def acquired(self, field: str, lease: int, watchdog: bool, reply: Any, since: float) -> None:
         """Book an acquisition (the holds' memory, the watchdog)."""
