@@ -205,19 +205,16 @@ class ElectionCore:
             self.term = term
             self._leading = True
             self._pid = os.getpid()
-        self.lock.holds.add_loss_listener(self.owner, self._lost)
+        self.lock.holds.add_loss_listener(self.owner, self.end)
         self._ex.closers[self.owner] = self.resign
         reason = self.lock.holds.lost_reason(self.owner)
         if reason is not None:  # lost before the listener was there
-            self._lost(reason)
-
-    def _lost(self, reason: LossReason) -> None:
-        """The watchdog found the hold gone (on the services thread or loop)."""
-        self.end(reason)
+            self.end(reason)
 
     def end(self, reason: LossReason | None) -> bool:
-        """End the leadership (``reason``: why it was lost; ``None``: given up): tell the
-        work, then ``on_revoked``, once. ``False`` when none was going on."""
+        """End the leadership (``reason``: why it was lost, from the watchdog's loss listener on
+        the services thread or loop; ``None``: given up): tell the work, then ``on_revoked``,
+        once. ``False`` when none was going on."""
         with self._mutex:
             if not self._leading:
                 return False
@@ -256,7 +253,7 @@ class ElectionCore:
             held, self._held = self._held, False
         if not held:
             return
-        self.lock.holds.remove_loss_listener(self.owner, self._lost)
+        self.lock.holds.remove_loss_listener(self.owner, self.end)
         self._ex.closers.pop(self.owner, None)
         try:
             await self.lock.unlock(self.owner)

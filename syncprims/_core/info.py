@@ -234,16 +234,13 @@ async def _fair_queue(core: ObjectCore) -> tuple[LockWaiter, ...]:
         "ZRANGE", prefix_name("redisson_lock_timeout", name), 0, -1, "WITHSCORES",
         action="reading the queue of",
     )  # fmt: skip
-    deadlines = {_text(member): float(score) for member, score in _pairs(reply)}
     now_ms = core.executor.wall_ms()  # Redisson's deadlines are by the clients' clocks
-    waiters = []
-    for position, raw in enumerate(queue or [], start=1):
-        field = _text(raw)
-        deadline = deadlines.get(field)
-        client, owner, _, _ = parse_field(field)
-        left = None if deadline is None else _seconds(deadline - now_ms)
-        waiters.append(LockWaiter(field, client, owner, position, left))
-    return tuple(waiters)
+    left = {_text(member): _seconds(float(score) - now_ms) for member, score in _pairs(reply)}
+    fields = [_text(raw) for raw in queue or []]
+    return tuple(
+        LockWaiter(field, *parse_field(field)[:2], position, left.get(field))
+        for position, field in enumerate(fields, start=1)
+    )
 
 
 async def semaphore_info(core: ObjectCore, expirable: bool) -> SemaphoreInfo:

@@ -308,14 +308,17 @@ class MultiLockCore:
         # a quorum, one member frozen at the release), and that is a transport error. (No
         # reply is PENDING here: short of a quorum, _release retried each one.)
         if released + len(errors) < self.need:
-            raise LockNotHeldError(
-                f"{self.kind} of {self.name} is not held by owner {owner}: "
-                f"{released} of {len(self.locks)} sub-locks released, "
-                f"{self.need} required",
-                name=self.error_name,
-                owner=str(owner),
+            raise self._not_held(
+                owner, f": {released} of {len(self.locks)} sub-locks released, {self.need} required"
             ) from (errors[0] if errors else None)
         raise errors[0]
+
+    def _not_held(self, owner: int, why: str = "") -> LockNotHeldError:
+        return LockNotHeldError(
+            f"{self.kind} of {self.name} is not held by owner {owner}{why}",
+            name=self.error_name,
+            owner=str(owner),
+        )
 
     # -- loss -----------------------------------------------------------------------------
 
@@ -404,19 +407,16 @@ class MultiLockCore:
                 name=self.error_name,
                 owner=str(owner),
             )
-        raise LockNotHeldError(
-            f"{self.kind} of {self.name} is not held by owner {owner}",
-            name=self.error_name,
-            owner=str(owner),
-        )
+        raise self._not_held(owner)
 
     # -- queries ------------------------------------------------------------------------------
 
-    async def _count_held(self, owner: int) -> int:
+    async def _count_held(self, owner: int | None) -> int:
+        """How many sub-locks ``owner`` holds (``None``: anyone)."""
         held = 0
         for sub in self.locks:
             with contextlib.suppress(TransportError):  # unreachable: nothing to count on
-                held += await sub.is_held_by(owner)
+                held += await (sub.is_locked() if owner is None else sub.is_held_by(owner))
         return held
 
     async def is_held_by(self, owner: int) -> bool:
@@ -425,11 +425,7 @@ class MultiLockCore:
 
     async def is_locked(self) -> bool:
         """Whether the required number of sub-locks are held (by anyone)."""
-        locked = 0
-        for sub in self.locks:
-            with contextlib.suppress(TransportError):
-                locked += await sub.is_locked()
-        return locked >= self.need
+        return await self._count_held(None) >= self.need
 
     def validity_time(self, owner: int) -> float | None:
         """Seconds left of ``owner``'s validity time; ``None`` without a lease or a hold."""
@@ -519,18 +515,15 @@ class _FanOut:
             # Replies that may have taken a sub-lock: lost ones, and script errors (a
             # script can fail after it wrote), but for a non-reentrant sub-lock's refusal
             # of a reentry (nothing written; the owner's hold there stays).
+            refused = [i for i, reply in enumerate(replies) if isinstance(reply, ServerReplyError)]
+            reentry = [i for i in refused if replies[i].code == REENTRY_ERR]
             lost = [
                 i
                 for i, reply in enumerate(replies)
                 if (isinstance(reply, TransportError) and reply.maybe_executed)
-                or (isinstance(reply, ServerReplyError) and reply.code != REENTRY_ERR)
+                or (i in refused and i not in reentry)
             ]
             await core._release([(plans[i][0], plans[i][1]) for i in taken + lost], retry=False)
-            reentry = [
-                i
-                for i, reply in enumerate(replies)
-                if isinstance(reply, ServerReplyError) and reply.code == REENTRY_ERR
-            ]
             if reentry:
                 sub, field = plans[reentry[0]][0], plans[reentry[0]][1]
                 raise LockReentryError(
@@ -539,19 +532,14 @@ class _FanOut:
                     name=sub.name,
                     owner=field,
                 ) from replies[reentry[0]]
-            refused = [
-                (plans[i][0], reply, own_keys[i])
-                for i, reply in enumerate(replies)
-                if isinstance(reply, ServerReplyError)
-            ]
             # An ACL for Redisson's keys only: those sub-locks use Redisson's scripts
             # from now on (nothing ran); try again at once.
             if refused and all(
-                sub.refuses_own_keys(err, tried=tried) for sub, err, tried in refused
+                plans[i][0].refuses_own_keys(replies[i], tried=own_keys[i]) for i in refused
             ):
                 continue
             if refused:  # not contention: waiting would not help
-                raise refused[0][1]
+                raise replies[refused[0]]
             busy = [i for i, ttl in enumerate(ttls) if isinstance(ttl, int)]
             self.busy = plans[busy[0]] if busy else None
             self.hints = [t / 1000 for t in (ttls[i] for i in busy) if isinstance(t, int) and t > 0]

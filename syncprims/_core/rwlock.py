@@ -170,7 +170,6 @@ class ReadWriteLockCore(ExpirableCore):
 
     def __init__(self, executor: Executor, name: str, *, writer_preference: bool = False) -> None:
         super().__init__(executor, name)
-        self.writer_preference = writer_preference
         self.read_side = ReadLockCore(executor, self.name, writer_preference=writer_preference)
         self.write_side = WriteLockCore(executor, self.name, writer_preference=writer_preference)
 

@@ -68,7 +68,7 @@ class Holds:
         self.held_since: dict[str, float] = {}  # owner field -> first hold (monotonic s)
         self.expires: dict[str, float] = {}  # owner field -> when its explicit lease ends
         self.caps: dict[str, float] = {}  # owner field -> its max_hold, seconds (try_lock)
-        self.listeners: dict[str, list[Callable[[LossReason], None]]] = {}
+        self.listeners: dict[str, list[Callable[[LossReason], object]]] = {}
         # The lock's loss callback (``get_lock(on_lost=...)``): ``on_lost(name, reason)``.
         self.on_lost: Callable[[str, LossReason], None] | None = None
         # The MultiLocks and RedLocks made over this lock, told of every loss (watch_by).
@@ -148,7 +148,7 @@ class Holds:
         if self.on_lost is not None:
             self.on_lost(name, reason)
 
-    def add_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
+    def add_loss_listener(self, owner: int, listener: Callable[[LossReason], object]) -> None:
         """Call ``listener(reason)`` (on the services thread) if ``owner``'s hold is lost."""
         self.listeners.setdefault(self._lock.field(owner), []).append(listener)
 
@@ -158,7 +158,7 @@ class Holds:
         finds the owner, so that a hold registers nothing."""
         self.watchers[id(watcher)] = watcher
 
-    def remove_loss_listener(self, owner: int, listener: Callable[[LossReason], None]) -> None:
+    def remove_loss_listener(self, owner: int, listener: Callable[[LossReason], object]) -> None:
         """Undo :meth:`add_loss_listener`."""
         field = self._lock.field(owner)
         listeners = self.listeners.get(field, [])
