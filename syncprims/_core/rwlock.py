@@ -85,7 +85,6 @@ class ReadLockCore(_SideCore):
         return ScriptCall(scripts.RW_READ_ACQUIRE, keys, args)
 
     def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
-        ex = self._ex
         return ScriptCall(
             scripts.RW_READ_UNLOCK,
             [
@@ -95,7 +94,7 @@ class ReadLockCore(_SideCore):
                 key_prefix(self.name),
                 unlock_key,
             ],
-            [READ_UNLOCK_MESSAGE, field, self.publish, ex.bounds.unlock_key_ttl_ms],
+            [READ_UNLOCK_MESSAGE, field, self.publish, self._ex.bounds.unlock_key_ttl_ms],
         )
 
     async def is_locked(self) -> bool:
@@ -132,8 +131,7 @@ class WriteLockCore(_SideCore):
             return None
 
         async def leave() -> None:
-            ex = self._ex
-            await ex.eval(
+            await self._ex.eval(
                 ScriptCall(
                     scripts.RW_WRITE_GIVE_UP,
                     [self.writers, self.channel],
@@ -145,17 +143,11 @@ class WriteLockCore(_SideCore):
         return leave
 
     def unlock_command(self, field: str, lease: int, unlock_key: str) -> ScriptCall:
-        ex = self._ex
+        ttl = self._ex.bounds.unlock_key_ttl_ms
         return ScriptCall(
             scripts.RW_WRITE_UNLOCK,
             [self.name, self.channel, unlock_key],
-            [
-                WRITE_UNLOCK_MESSAGE,
-                lease,
-                field,
-                self.publish,
-                ex.bounds.unlock_key_ttl_ms,
-            ],
+            [WRITE_UNLOCK_MESSAGE, lease, field, self.publish, ttl],
         )
 
     async def is_locked(self) -> bool:

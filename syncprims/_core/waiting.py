@@ -84,21 +84,17 @@ class WaitPlan:
     context: str = ""
 
 
-@attrs.define(eq=False, init=False)
+@attrs.define(eq=False)
 class Waiters:
     """How many callers of one client wait for each object now (``statistics()``): a part
     of the client's state (``Executor.state``)."""
 
-    counts: Counter[str]
-    mutex: threading.Lock
-
-    def __init__(self) -> None:
-        self.clear()
+    counts: Counter[str] = attrs.field(factory=Counter)
+    mutex: threading.Lock = attrs.field(factory=threading.Lock)
 
     def clear(self) -> None:
         """Forget every count (a forked child: its parent's waiters are not its own)."""
-        self.counts = Counter()
-        self.mutex = threading.Lock()
+        Waiters.__init__(self)
 
 
 def waiters(ex: Executor, name: str) -> int:

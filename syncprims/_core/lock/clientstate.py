@@ -25,45 +25,35 @@ __all__ = ["ClientLocks", "client_locks"]
 log = logging.getLogger("syncprims.lock")
 
 
-@attrs.define(eq=False, init=False)
+@attrs.define(eq=False)
 class ClientLocks:
     """One client's lock book-keeping (its lock objects share it)."""
 
-    own_keys_refused: bool
-    local_waiters: dict[str, set[object]]
-    holds: dict[tuple[str, int], int]
-    incarnations: dict[tuple[str, int], int]
-    tainted: set[tuple[str, str]]
-    kept: KeptCalls
-    grant_waits: dict[str, GrantWait]
-    grant_mutex: threading.Lock
-    wait_ids: itertools.count[int]
-
-    def __init__(self) -> None:
-        self.clear()
+    # The ACL fall-back: the client's Redis user may not touch syncprims' own keys (an ACL
+    # written for Redisson's keys), so its locks use Redisson's scripts and wake-ups.
+    own_keys_refused: bool = False
+    # lock name -> tokens of this process's callers waiting for it now (one wake-up)
+    local_waiters: dict[str, set[object]] = attrs.field(factory=dict)
+    # Late releases (``syncprims._core.lock.release``), keyed by (lock name, owner id): holds
+    # its callers have (acquires returned minus unlocks called, on any object of the
+    # name: both sides of a read-write lock count together), and its field's incarnation.
+    holds: dict[tuple[str, int], int] = attrs.field(factory=dict)
+    incarnations: dict[tuple[str, int], int] = attrs.field(factory=dict)
+    # (lock name, field) of releases whose outcome is unknown and may have ended a last
+    # hold (or acquires whose reply is still to come)
+    tainted: set[tuple[str, str]] = attrs.field(factory=set)
+    kept: KeptCalls = attrs.field(factory=KeptCalls)  # the calls encoded once (``kept.py``)
+    # The waits a release may grant the lock to (``syncprims._core.lock.grant``): every
+    # member of every wait in progress -> its wait. The grant channel's rule runs on the
+    # subscriber's thread: the waits' events are applied under ``grant_mutex``.
+    grant_waits: dict[str, GrantWait] = attrs.field(factory=dict)
+    grant_mutex: threading.Lock = attrs.field(factory=threading.Lock)
+    wait_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
 
     def clear(self) -> None:
-        """Forget everything (a forked child's clients)."""
-        # The ACL fall-back: the client's Redis user may not touch syncprims' own keys (an
-        # ACL written for Redisson's keys), so its locks use Redisson's scripts and wake-ups.
-        self.own_keys_refused = False
-        # lock name -> tokens of this process's callers waiting for it now (one wake-up)
-        self.local_waiters = {}
-        # Late releases (``syncprims._core.lock.release``), keyed by (lock name, owner id): holds
-        # its callers have (acquires returned minus unlocks called, on any object of the
-        # name: both sides of a read-write lock count together), and its field's incarnation.
-        self.holds = {}
-        self.incarnations = {}
-        # (lock name, field) of releases whose outcome is unknown and may have ended a last
-        # hold (or acquires whose reply is still to come)
-        self.tainted = set()
-        self.kept = KeptCalls()  # the calls encoded once (``kept.py``)
-        # The waits a release may grant the lock to (``syncprims._core.lock.grant``): every
-        # member of every wait in progress -> its wait. The grant channel's rule runs on the
-        # subscriber's thread: the waits' events are applied under ``grant_mutex``.
-        self.grant_waits = {}
-        self.grant_mutex = threading.Lock()  # a new one: the parent's may have been taken
-        self.wait_ids = itertools.count(1)
+        """Forget everything (a forked child's clients): every field made anew, a new
+        ``grant_mutex`` too (the parent's may have been taken)."""
+        ClientLocks.__init__(self)
 
     def refuses_own_keys(self, error: ServerReplyError, *, tried: bool, where: str) -> bool:
         """The ACL fall-back, decided here for every lock kind (RLock, FairLock, MultiLock
