@@ -187,13 +187,9 @@ async def acquire_loop(ex: Executor, attempt: Attempt, plan: WaitPlan) -> bool:
         return False
     with waiting(ex, plan.route):
         subs = early
-        if subs is None and plan.channel:
-            try:
-                subs = await _subscribe(ex, plan)
-            except BaseException:
-                await _give_up(plan.give_up, quietly=True)
-                raise
         try:
+            if subs is None and plan.channel:
+                subs = await _subscribe(ex, plan)  # none left taken if it raises
             acquired = await _parked(ex, attempts, plan, ttl, subs=subs, early=early is not None)
         except BaseException:
             await _give_up(plan.give_up, quietly=True)
@@ -303,12 +299,12 @@ def _drop(ex: Executor, subs: tuple[Subscription | None, Subscription] | None) -
 async def _give_up(on_give_up: GiveUp | None, *, quietly: bool = False) -> None:
     if on_give_up is None:
         return
-    if not quietly:
-        await on_give_up()
-        return
-    try:  # already leaving with an error (or a cancellation): do not mask it
+    try:
         await on_give_up()
     except Exception as error:
+        if not quietly:
+            raise
+        # already leaving with an error (or a cancellation): do not mask it
         log.warning("giving up a wait failed (%r); the waiter's slot expires by itself", error)
 
 
