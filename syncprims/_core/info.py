@@ -82,12 +82,6 @@ async def _ttl(core: ObjectCore, key: str) -> float | None:
     return ms / 1000 if ms >= 0 else None
 
 
-async def _server_ms(core: ObjectCore) -> float:
-    """The server's clock, epoch ms (the registries' scores are by it)."""
-    seconds, micros = await core.read("TIME", action="reading the server time for")
-    return int(seconds) * 1000 + int(micros) / 1000
-
-
 async def _subscribers(
     core: ObjectCore, channels: Sequence[str]
 ) -> tuple[int | None, dict[str, int]]:
@@ -141,7 +135,10 @@ def _waiter(member: str, position: int, deadline_in: float | None) -> LockWaiter
     return LockWaiter(member, client, owner, position, deadline_in)
 
 
-async def _scored(core: ObjectCore, key: str, now_ms: float) -> tuple[LockWaiter, ...]:
+async def _scored(core: ObjectCore, key: str) -> tuple[LockWaiter, ...]:
+    """A registry's waiters; its scores (deadlines, epoch ms) are by the server's clock."""
+    seconds, micros = await core.read("TIME", action="reading the server time for")
+    now_ms = int(seconds) * 1000 + int(micros) / 1000
     reply = await core.read("ZRANGE", key, 0, -1, "WITHSCORES", action="reading the waiters of")
     return tuple(
         _waiter(_text(member), position, _seconds(float(score) - now_ms))
@@ -184,13 +181,11 @@ async def lock_info(core: ObjectCore, layout: str) -> LockInfo:
         waiters = await _fair_queue(core)
         channels += [f"{lock_channel(name)}:{w.field}" for w in waiters]
     elif layout == "lock":
-        waiters = await _scored(
-            core, prefix_name("syncprims_lock_waiters", name), await _server_ms(core)
-        )
+        waiters = await _scored(core, prefix_name("syncprims_lock_waiters", name))
     elif layout == "rw":
         writers = prefix_name("syncprims_rwlock_writers", name)
         if await core.read("EXISTS", writers, action="reading the waiters of"):
-            waiters = await _scored(core, writers, await _server_ms(core))
+            waiters = await _scored(core, writers)
     elif layout == "fenced":
         raw = await core.read("GET", prefix_name("redisson_lock_token", name), action="reading")
         token = _int(raw) or 0
