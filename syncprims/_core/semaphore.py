@@ -309,7 +309,7 @@ class PermitExpirableSemaphoreCore(ExpirableCore):
         if reply == 1:
             lease = None if lease_time is None else lease_ms(lease_time) / 1000
             took = ex.monotonic() - sent
-            if lease is None or took < lease:  # as the RLock's grant (LockCore._attempt)
+            if lease is None or took < lease:  # as the RLock's grant (LockCore.attempt)
                 return None
             # The grant's reply came after the lease (the process was paused, or the network
             # held the reply): other callers may have reclaimed
