@@ -1,5 +1,5 @@
 """Instructions per lock pair, counted by valgrind: a CPU measure that does not swing with
-the machine (docs/design.md, "Instructions per pair").
+the machine (docs/measurements.md, "Instructions per pair").
 
 Wall time and CPU time per pair swing by 10-20 % between runs on a shared 2-core VM, more
 than most changes to the hot path; the instructions the calling thread executes do not

@@ -177,7 +177,7 @@ async def test_asyncio_red_lock_pair_within_its_call_budget(five: list[RedisServ
 # 10 per acquire, 9 per release (three coroutine layers, the script call and its two lists,
 # the packed command, the slot and its future; an acquire's late-reply undo). Under
 # thousands of tasks every one of them outlives a young collection, so the collector's work
-# follows this count (docs/design.md, "Thousands of tasks: the collector"): it was 26 and
+# follows this count (docs/measurements.md, "Thousands of tasks: the collector"): it was 26 and
 # 15 when closure cells and a release object per call were made on the hot path.
 BUDGET_ACQUIRE_OBJECTS = 12
 BUDGET_RELEASE_OBJECTS = 11

@@ -1,4 +1,4 @@
-"""FairLock: the one-hop grant (``Config.lock_grant_handoff``; docs/design.md, "The FairLock's
+"""FairLock: the one-hop grant (``Config.lock_grant_handoff``; docs/grants.md, "The FairLock's
 one-hop grant").
 
 A syncprims waiter of a FairLock also registers in ``syncprims_lock_waiters:{name}:fair``

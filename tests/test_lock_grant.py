@@ -1,4 +1,4 @@
-"""RLock: the one-hop grant (``Config.lock_grant_handoff``; docs/design.md, "The one-hop grant").
+"""RLock: the one-hop grant (``Config.lock_grant_handoff``; docs/grants.md, "The one-hop grant").
 
 A release hands the lock to the syncprims owner that has waited longest: the release script
 writes that owner's hold and publishes the grant on the owner's client's grant channel, and

@@ -5,7 +5,7 @@ Layout (interoperable with Redisson): the RLock hash at the lock's name; a wait 
 ``redisson_lock_timeout:{name}`` (zset, epoch ms); a channel per waiter,
 ``redisson_lock__channel:{name}:<owner field>``. Every script first drops the stale waiters
 at the head. Its wait slots, decisions (redisson-spec.md 13) and one-hop grant (syncprims,
-``syncprims_lock_waiters:{name}:fair``): ``docs/fair-lock.md`` and ``docs/design.md``, "The
+``syncprims_lock_waiters:{name}:fair``): ``docs/fair-lock.md`` and ``docs/grants.md``, "The
 FairLock's one-hop grant". An abandoned asyncio attempt is undone in the background:
 released if it acquired, dequeued if it enqueued.
 """

@@ -1,4 +1,4 @@
-"""The grant wait's states and transitions (the one-hop grant; docs/design.md, "The one-hop
+"""The grant wait's states and transitions (the one-hop grant; docs/grants.md, "The one-hop
 grant"): everything that decides what a wait that a release may hand the lock to does with a
 grant lives here, as h11's ``_state.py`` keeps a connection's. Pure: no I/O, no clock (the
 times are passed in), no locking (the caller serialises the events: the client's grant
@@ -17,7 +17,7 @@ expired); a grant to a member not in use any more is over (its marker was replac
 never taken, only given back.
 
 When a grant's lease started (``floor``, or ``next_sent`` for a member registered by the
-attempt still in flight): docs/design.md, "The one-hop grant", its last point.
+attempt still in flight): docs/grants.md, "The one-hop grant", its last point.
 
 States (:class:`GrantState`): ``WAITING``, no grant announced for a member in use;
 ``GRANTED``, a grant was announced and not taken yet (the waiter takes it without a script);

@@ -196,7 +196,7 @@ class SyncExecutor(ExecutorBase[SyncServer, ThreadSubscriber]):
 
     async def wait_pushed(self, sub: Any, key: str, timeout: float, route: str) -> bytes | bool:
         """``BLPOP`` on the calling thread: the released lock's grant comes straight to the
-        waiting thread, without the reader thread's hop (docs/design.md, "The direct
+        waiting thread, without the reader thread's hop (docs/grants.md, "The direct
         grant"). A wake-up of the subscription (a release that grants nobody, Redisson's,
         a reconnect) pushes a token on ``key`` from a services worker thread."""
         assert isinstance(sub, Subscription)

@@ -1,4 +1,4 @@
-"""The one-hop grant (syncprims; docs/design.md, "The one-hop grant"): a release hands the
+"""The one-hop grant (syncprims; docs/grants.md, "The one-hop grant"): a release hands the
 lock to a registered waiter itself (``lock_unlock_one.lua``, ``fair_unlock.lua``), writing its
 hold, instead of publishing a message for it to try again. A lock kind that grants owns one
 :class:`Grant`: the RLock this one, the FairLock its ``FairGrant``, whose hooks

@@ -1,4 +1,4 @@
-"""The one wake-up per release of an RLock (syncprims; docs/design.md, "One wake-up per
+"""The one wake-up per release of an RLock (syncprims; docs/grants.md, "One wake-up per
 release"): ``lock_acquire_one.lua`` registers each waiting *client* in
 ``syncprims_lock_waiters:{name}`` and ``lock_unlock_one.lua`` names one of them on the herald
 channel before it publishes Redisson's ``0``, so that one client's waiter wakes per release.
