@@ -46,8 +46,12 @@ SERVER_ENV = "SYNCPRIMS_TEST_SERVER"
 
 
 def server_executable() -> str | None:
-    """The server binary: ``$SYNCPRIMS_TEST_SERVER`` when set (``FileNotFoundError`` when it
-    names no executable file), else ``redis-server`` from ``PATH`` (``None`` if none)."""
+    """The server binary: ``$SYNCPRIMS_TEST_SERVER`` when set, else ``redis-server`` from
+    ``PATH`` (``None`` if there is none).
+
+    Raises:
+        FileNotFoundError: ``SYNCPRIMS_TEST_SERVER`` names no executable file.
+    """
     chosen = os.environ.get(SERVER_ENV)
     if not chosen:
         return shutil.which("redis-server")
@@ -349,8 +353,11 @@ class RedisServer(_Loopback):
 
 
 class FakeServer(_Loopback):
-    """fakeredis' TCP server on a free loopback port, served by a daemon thread (it needs
-    fakeredis, with lupa for Lua: ``ImportError`` without)."""
+    """fakeredis' TCP server on a free loopback port, served by a daemon thread.
+
+    Raises:
+        ImportError: fakeredis (with lupa, for Lua) is not installed.
+    """
 
     def __init__(self) -> None:
         import fakeredis
@@ -384,7 +391,11 @@ EmbeddedServer = RedisServer | FakeServer
 def start_embedded() -> EmbeddedServer:
     """A ``redis-server`` from ``PATH`` (``end_with_parent``) if there is one, else a
     fakeredis server (for the demo and the benchmarks: ``SYNCPRIMS_TEST_SERVER`` does not
-    apply); ``RuntimeError`` when neither is available."""
+    apply).
+
+    Raises:
+        RuntimeError: neither is available.
+    """
     found = shutil.which("redis-server")
     if found and not os.environ.get("SYNCPRIMS_FORCE_FAKEREDIS"):
         return RedisServer(executable=found, end_with_parent=True)

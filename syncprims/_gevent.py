@@ -34,8 +34,13 @@ def _patched(module: str, check: str, names: tuple[str, str]) -> list[str]:
 
 
 def refuse_if_monkey_patched() -> None:
-    """Raise ``MonkeyPatchedError`` when gevent or eventlet has monkey-patched ``socket`` or
-    the threads. Only looks: either is consulted only if the application imported it."""
+    """Raise when gevent or eventlet has monkey-patched ``socket`` or the threads.
+
+    Only looks: gevent or eventlet is consulted only if the application imported it already.
+
+    Raises:
+        MonkeyPatchedError: the process is monkey-patched (also a ``RuntimeError``).
+    """
     for library, modules in (
         ("gevent", _patched("gevent.monkey", "is_module_patched", ("socket", "threading"))),
         ("eventlet", _patched("eventlet.patcher", "is_monkey_patched", ("socket", "thread"))),

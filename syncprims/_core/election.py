@@ -113,7 +113,11 @@ class ElectionCore:
         self._pid = 0  # the process that leads (a forked child does not)
 
     def check_value(self, value: object) -> str:
-        """``value``, which others see, checked: a ``str`` (else ``TypeError``)."""
+        """Validate a value others see.
+
+        Raises:
+            TypeError: not a ``str``.
+        """
         if not isinstance(value, str):
             raise TypeError(f"value must be a str, not {type(value).__name__}")
         return value

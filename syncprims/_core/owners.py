@@ -66,7 +66,11 @@ def new_owner() -> OwnerId:
 
 
 def explicit_owner(owner: object) -> int:
-    """The owner id of an ``owner=`` argument (``TypeError`` when not an :class:`OwnerId`)."""
+    """The owner id of an ``owner=`` argument.
+
+    Raises:
+        TypeError: ``owner`` is not an :class:`OwnerId`.
+    """
     if type(owner) is not OwnerId:
         raise TypeError(
             f"owner must be an OwnerId (client.new_owner()), not {type(owner).__name__}"

@@ -51,8 +51,11 @@ def missing_flags(current: str) -> str:
 
 def config_value(reply: object) -> str:
     """The value in a ``CONFIG GET <parameter>`` reply: ``[name, value]`` (RESP2) or
-    ``{name: value}`` (RESP3), as bytes or text; ``""`` when the reply has none (a
-    ``TypeError`` for another shape)."""
+    ``{name: value}`` (RESP3), as bytes or text; ``""`` when the reply has none.
+
+    Raises:
+        TypeError: the reply has another shape.
+    """
     if isinstance(reply, dict):
         values = list(reply.values())
     elif isinstance(reply, (list, tuple)):

@@ -95,8 +95,11 @@ also the short name of the kind it is named by (``KINDS[layout]``)."""
 
 
 def make(kind: Kind, client: Any, name: str, **options: Any) -> Any:
-    """A ``kind`` object named ``name`` of ``client`` (either face), made as a user makes it
-    (``ValueError`` for a kind no client method makes: a MultiLock, an object)."""
+    """A ``kind`` object named ``name`` of ``client`` (either face), made as a user makes it.
+
+    Raises:
+        ValueError: ``kind`` is not made by a client method (a MultiLock, an object).
+    """
     if not kind.getter:
         raise ValueError(f"a {kind.display} is not made by one client method")
     made = getattr(client, kind.getter)(name, **options)

@@ -24,8 +24,18 @@ __all__ = [
 
 
 def check_name(name: object) -> str:
-    """An object name given by a user (its Redis key), unchanged once checked: a non-empty
-    ``str`` that UTF-8 can encode (no lone surrogate)."""
+    """Validate an object name given by a user and return it.
+
+    Args:
+        name: the object's Redis key. Must be a non-empty ``str``.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        TypeError: ``name`` is not a ``str``.
+        ValueError: ``name`` is empty, or cannot be encoded as UTF-8 (a lone surrogate).
+    """
     if not isinstance(name, str):
         raise TypeError(f"object name must be a str, not {type(name).__name__}")
     if not name:
@@ -48,10 +58,15 @@ def has_hash_tag(name: str) -> bool:
 
 
 def check_cluster_name(name: str) -> str:
-    """Refuse (``ValueError``), for a cluster, a name whose derived keys would fall in other
-    slots: Redisson's rule keeps a name that contains ``{`` as it is in the names it derives
+    """Refuse, for a cluster, a name whose derived keys would fall in other slots.
+
+    Redisson's rule keeps a name that contains ``{`` as it is in the names it derives
     (``prefix:name``), which only shares the name's slot when the ``{`` opens a real hash
-    tag. ``"{}x"`` or ``"a{b"`` would make every script fail with CROSSSLOT."""
+    tag. ``"{}x"`` or ``"a{b"`` would make every script fail with CROSSSLOT.
+
+    Raises:
+        ValueError: the name contains ``{`` but no hash tag.
+    """
     if "{" in name and not has_hash_tag(name):
         raise ValueError(
             f"in a cluster, a name containing '{{' must hold a hash tag like '{{tag}}' "

@@ -35,9 +35,14 @@ def _read(name: str) -> str:
 
 
 def load(name: str) -> Script:
-    """Load ``lua/<name>.lua`` from the package. A line ``-- @include <other>`` is replaced
-    by ``lua/<other>.lua`` (shared helpers, such as the fair lock's stale-waiter purge, are
-    written once)."""
+    """Load ``lua/<name>.lua`` from the package.
+
+    A line ``-- @include <other>`` is replaced by ``lua/<other>.lua`` (shared helpers, such
+    as the fair lock's stale-waiter purge, are written once).
+
+    Raises:
+        FileNotFoundError: no such script.
+    """
     lines = []
     for line in _read(name).splitlines(keepends=True):
         if line.startswith("-- @include "):

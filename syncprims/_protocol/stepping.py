@@ -16,9 +16,12 @@ T = TypeVar("T")
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Step ``coro`` to completion and return its result (exceptions propagate); a
-    coroutine that suspends (an asyncio operation reached the sync face) is an internal
-    error."""
+    """Step ``coro`` to completion and return its result (exceptions propagate).
+
+    Raises:
+        RuntimeError: the coroutine suspended: an internal error (an asyncio operation
+            reached the sync face).
+    """
     try:
         coro.send(None)
     except StopIteration as stop:

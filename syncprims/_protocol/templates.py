@@ -66,7 +66,11 @@ def lock_namer(name: object, func: Callable[..., object]) -> Namer:
 
 
 def require_coroutine_function(func: object) -> None:
-    """The asyncio face decorates ``async def`` functions only (``TypeError``)."""
+    """The asyncio face decorates ``async def`` functions only.
+
+    Raises:
+        TypeError: ``func`` is not a coroutine function.
+    """
     if not inspect.iscoroutinefunction(func):
         raise TypeError(
             f"the asyncio face's lock decorators take async functions, not {func!r} "
@@ -75,7 +79,11 @@ def require_coroutine_function(func: object) -> None:
 
 
 def require_plain_function(func: object) -> None:
-    """The sync face decorates plain (blocking) functions only (``TypeError``)."""
+    """The sync face decorates plain (blocking) functions only.
+
+    Raises:
+        TypeError: ``func`` is not callable, or is a coroutine function.
+    """
     if not callable(func):
         raise TypeError(f"a lock decorates a function, not {type(func).__name__}")
     if inspect.iscoroutinefunction(func):

@@ -49,10 +49,22 @@ def check_duration_type(value: object, what: str) -> None:
 
 
 def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
-    """A duration (seconds as ``int``/``float``, or a ``timedelta``; ``what`` names it in
-    errors), checked, in seconds: non-negative, not NaN, not 0 unless ``allow_zero``.
-    ``math.inf``, and an ``int`` too large for a float, give ``math.inf``: callers decide
-    whether they accept it."""
+    """Validate a duration and return it in seconds.
+
+    Args:
+        value: seconds as ``int``/``float``, or a ``timedelta``.
+        what: the argument's name, for the error message.
+        allow_zero: whether ``0`` is accepted.
+
+    Returns:
+        The duration in seconds, a finite non-negative float (``math.inf`` is returned
+        unchanged, and an ``int`` too large for a float becomes ``math.inf``: callers decide
+        whether they accept it).
+
+    Raises:
+        TypeError: ``value`` is not a number or a ``timedelta`` (``bool`` is refused).
+        ValueError: ``value`` is negative, NaN, or zero when ``allow_zero`` is false.
+    """
     check_duration_type(value, what)
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
@@ -72,8 +84,19 @@ def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
 
 
 def lease_ms(value: object, what: str = "lease_time") -> int:
-    """A lease (as :func:`to_seconds`: positive, finite, at most ``MAX_LEASE_SECONDS``) in
-    whole milliseconds, rounded up so that a tiny positive lease never becomes 0."""
+    """Validate a lease and return it in whole milliseconds (at least 1).
+
+    Args:
+        value: a positive, finite duration (seconds or ``timedelta``).
+        what: the argument's name, for the error message.
+
+    Returns:
+        Milliseconds, rounded up so that a tiny positive lease never becomes 0.
+
+    Raises:
+        TypeError, ValueError: as ``to_seconds``; also for an infinite lease (use
+            ``None`` and the watchdog instead) and one above ``MAX_LEASE_SECONDS``.
+    """
     seconds = to_seconds(value, what, allow_zero=False)
     if math.isinf(seconds):
         raise ValueError(f"{what} must be finite; pass None to use the watchdog")
@@ -85,8 +108,11 @@ def lease_ms(value: object, what: str = "lease_time") -> int:
 
 
 def wait_seconds(value: object, what: str = "wait_time") -> float:
-    """A wait time, as :func:`to_seconds`: ``None`` means "do not wait" (0.0), ``math.inf``
-    means forever."""
+    """Validate a wait time: ``None`` means "do not wait" (0.0), ``math.inf`` means forever.
+
+    Raises:
+        TypeError, ValueError: as ``to_seconds``.
+    """
     if value is None:
         return 0.0
     return to_seconds(value, what)

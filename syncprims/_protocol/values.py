@@ -11,8 +11,12 @@ Lua numbers, exact only below 2**53)."""
 
 
 def check_count(value: object, what: str, minimum: int = 0) -> int:
-    """An integer count (not a ``bool``), checked: at least ``minimum``, its size at most
-    :data:`MAX_COUNT`."""
+    """Validate an integer count and return it.
+
+    Raises:
+        TypeError: ``value`` is not an ``int`` (``bool`` is refused).
+        ValueError: ``value`` is below ``minimum`` or its size above :data:`MAX_COUNT`.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     if value < minimum:
@@ -23,7 +27,12 @@ def check_count(value: object, what: str, minimum: int = 0) -> int:
 
 
 def parse_permit_id(value: object) -> bytes:
-    """A permit id as shown to users (a ``str`` of 32 hex characters) to its 16 raw bytes."""
+    """A permit id as shown to users (32 hex characters) to its 16 raw bytes.
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: not 32 hexadecimal characters.
+    """
     if not isinstance(value, str):
         raise TypeError(f"permit_id must be a str, not {type(value).__name__}")
     try:

@@ -35,6 +35,9 @@ class TimingWheel(Generic[T]):
             ``now >= due``; precision is one tick.
         slots: number of buckets; items further away than ``tick * slots`` wait extra rounds.
         start: the clock reading at construction.
+
+    Raises:
+        ValueError: ``tick`` is not positive or ``slots`` is below 1.
     """
 
     def __init__(self, tick: float, slots: int = 512, start: float = 0.0) -> None:
@@ -69,7 +72,11 @@ class TimingWheel(Generic[T]):
             self._count -= 1
 
     def advance(self, now: float) -> list[T]:
-        """Remove and return every item whose due time is ``<= now``, in due-time order."""
+        """Collect every item whose due time is ``<= now``, in due-time order.
+
+        Returns:
+            The due items; they are removed from the wheel.
+        """
         target = math.floor(now / self._tick)
         if target < self._done_tick + 1:
             return []

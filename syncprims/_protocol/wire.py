@@ -49,8 +49,11 @@ def _bulk(arg: Any) -> bytes:
 
 
 def encode(command: Sequence[Any]) -> bytes:
-    """The RESP encoding of ``command`` (text, bytes or numbers; ``TypeError`` for a bool,
-    ``None``, a list, ...)."""
+    """The RESP encoding of ``command`` (text, bytes or numbers).
+
+    Raises:
+        TypeError: another type of argument (a bool, ``None``, a list, ...).
+    """
     return b"*%d\r\n" % len(command) + b"".join([_bulk(arg) for arg in command])
 
 
@@ -76,7 +79,11 @@ def wired(command: tuple[Any, ...]) -> Wired:
 
 class Splice:
     """A command of which one argument, at ``at``, differs per call: :meth:`__call__` puts
-    each call's value between the bytes before and after it, encoded once."""
+    each call's value between the bytes before and after it, encoded once.
+
+    Raises:
+        TypeError: an argument of ``command`` that :func:`encode` refuses.
+    """
 
     __slots__ = ("_after", "_after_bytes", "_before", "_head")
 

@@ -77,8 +77,14 @@ class ObjectListeners:
         on_expired: ObjectCallback | None,
         on_deleted: ObjectCallback | None,
     ) -> int:
-        """Register a listener of ``name`` that holds the subscription reference ``sub``;
-        its id, unique in this client (``ClientClosedError`` once the client is shut down)."""
+        """Register a listener of ``name`` that holds the subscription reference ``sub``.
+
+        Returns:
+            The listener's id, unique in this client.
+
+        Raises:
+            ClientClosedError: the client is shut down.
+        """
         with self._mutex:
             if self._closed:
                 raise ClientClosedError(f"the client is shut down (adding a listener to {name!r})")
@@ -88,8 +94,12 @@ class ObjectListeners:
         return listener.id
 
     def unregister(self, listener_id: int, name: str) -> Subscription | None:
-        """Remove the listener ``listener_id`` of ``name``; its subscription reference, to give
-        back (``None``: no such listener of ``name``, never was, removed, another object's)."""
+        """Remove the listener ``listener_id`` of ``name``.
+
+        Returns:
+            Its subscription reference, to give back; ``None`` when no such listener of
+            ``name`` is registered (never was, already removed, or another object's).
+        """
         with self._mutex:
             listener = self._listeners.get(listener_id)
             if listener is None or listener.name != name:

@@ -79,8 +79,11 @@ class ServiceLoop(_Background):
         return self._loop is not None
 
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The running loop, starting the thread if needed (``ClientClosedError`` after
-        :meth:`close`)."""
+        """The running loop, starting the thread if needed.
+
+        Raises:
+            ClientClosedError: after :meth:`close`.
+        """
         loop = self._loop
         if loop is not None:
             return loop

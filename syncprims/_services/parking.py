@@ -152,9 +152,12 @@ class Latch(_WaiterQueue):
             self.release(1)
 
     def wait_sync(self, timeout: float | None, armed: Armed | None = None) -> bool:
-        """Block the calling thread until woken or a permit is available (``True``), or for
-        ``timeout`` seconds (``False``). ``armed``: see :data:`Armed` (not called when a
-        permit was taken)."""
+        """Block the calling thread until woken, a permit is available, or ``timeout`` seconds.
+        ``armed``: see :data:`Armed` (not called when a permit was taken).
+
+        Returns:
+            ``True`` when woken (or a permit was taken), ``False`` on timeout.
+        """
         waiter = _ThreadWaiter()
         if self._park(waiter, armed):
             return True
@@ -228,8 +231,11 @@ class Signal(_WaiterQueue):
             return True
 
     def wait_sync(self, timeout: float | None) -> bool:
-        """Block until set (``True``; raises the error given to :meth:`set`, if any) or for
-        ``timeout`` seconds (``False``)."""
+        """Block until set or ``timeout`` seconds; ``True`` when set.
+
+        Raises:
+            BaseException: the error given to :meth:`set`.
+        """
         if not self._set:
             waiter = _ThreadWaiter()
             if self._park(waiter):

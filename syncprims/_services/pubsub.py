@@ -146,8 +146,11 @@ class SubscriptionTable:
     # -- request side ---------------------------------------------------------------------
 
     def take_locked(self, channel: str, policy: WakePolicy) -> tuple[Subscription, bool]:
-        """A reference on ``channel``; ``True`` when it is new (SUBSCRIBE it now). A closed
-        table raises ``ClientClosedError``."""
+        """A reference on ``channel``; ``True`` when it is new (SUBSCRIBE it now).
+
+        Raises:
+            ClientClosedError: the table is closed.
+        """
         if self._closed:
             raise ClientClosedError("the client is shut down")
         sub = self.entries.get(channel)
@@ -361,8 +364,11 @@ class ThreadSubscriber(Subscriber):
 
     async def acquire(self, channel: str, policy: WakePolicy) -> Subscription:
         """Take a reference on ``channel``'s subscription, subscribing if needed (never
-        suspends; ``ClientClosedError`` once shut down). Wait on ``sub.ready`` before relying
-        on messages."""
+        suspends). Wait on ``sub.ready`` before relying on messages.
+
+        Raises:
+            ClientClosedError: the client is shut down.
+        """
         table = self.table
         with table.mutex:
             sub, new = table.take_locked(channel, policy)

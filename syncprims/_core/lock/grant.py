@@ -111,7 +111,11 @@ class Grant:
 
     async def unregister(self, member: str, wait: float) -> int:
         """Remove a grant wait's registration ``member`` (when it gives up); 1 when it was
-        still registered (no release took it), 0 when it was not (raises as the command)."""
+        still registered (no release took it), 0 when it was not.
+
+        Raises:
+            TransportError: Redis failed.
+        """
         lock = self._lock
         return int(
             await self._ex.command(

@@ -30,8 +30,11 @@ class LossWatcher(Protocol):
 
 
 def max_hold_seconds(lease_time: object, max_hold: object) -> float:
-    """A ``max_hold`` argument in seconds (it bounds the watchdog: no ``lease_time``); raises
-    as ``lease_ms``, and ``ValueError`` with a ``lease_time``."""
+    """A ``max_hold`` argument in seconds (it bounds the watchdog: no ``lease_time``).
+
+    Raises:
+        TypeError, ValueError: not a positive duration, or given with a ``lease_time``.
+    """
     if lease_time is not None:
         raise ValueError(
             "max_hold bounds the watchdog's renewals: pass it with lease_time=None (a lease "

@@ -162,7 +162,6 @@ class Releases:
         release: Release | None = None  # made if the first attempt fails (no object else)
         first_unknown = True  # whether the first attempt may run later: until its outcome
         call = lock.unlock_command(field, lease, unlock_key)
-        reply: Any = None  # the reply, or the error the release ended with
         try:
             try:
                 try:
@@ -180,11 +179,12 @@ class Releases:
                     release = Release(ex, context)
                 reply = await release.run(lock.unlock_command(field, lease, unlock_key))
         except BaseException as error:
-            reply = error
-            raise
-        finally:
             unknown = first_unknown if release is None else release.unknown
-            self.settle(field, reply, unlock_key, unknown=unknown)
+            self.settle(field, error, unlock_key, unknown=unknown)
+            raise
+        self.settle(
+            field, reply, unlock_key, unknown=first_unknown if release is None else release.unknown
+        )
         return reply
 
     def call(self, field: str, command: ScriptCall, unlock_key: str) -> Call:
