@@ -1,8 +1,10 @@
 """Commands encoded once: the RESP bytes of a lock's hot calls, kept and reused.
 
-The acquire of one owner with one lease is the same command every time: it is encoded once
-(:func:`wired`). The unlock differs only in its unlock key, unique per call: the bytes before
-and after it are encoded once, and the key is put between them (:class:`Splice`).
+An uncontended RLock pair sends two ``EVALSHA`` calls of 12 and 17 arguments, costly to
+encode afresh each time (docs/measurements.md, "[hot-5]"). The acquire of one owner with one
+lease is the same command every time: it is encoded once (:func:`wired`). The unlock differs
+only in its unlock key, unique per call: the bytes before and after it are encoded once, and
+the key is put between them (:class:`Splice`).
 
 The encoding is RESP's array of bulk strings, as hiredis and redis-py write it: text as
 UTF-8 (Redisson's ``StringCodec``, whatever the client's ``encoding``), numbers by their
