@@ -521,7 +521,7 @@ class _FanOut:
                 i
                 for i, reply in enumerate(replies)
                 if (isinstance(reply, TransportError) and reply.maybe_executed)
-                or (i in refused and i not in reentry)
+                or (isinstance(reply, ServerReplyError) and reply.code != REENTRY_ERR)
             ]
             await core._release([(plans[i][0], plans[i][1]) for i in taken + lost], retry=False)
             if reentry:
